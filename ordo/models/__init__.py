@@ -1,0 +1,1 @@
+"""Baseline model families (Transformer, attention RNN) and their building blocks."""

@@ -1,0 +1,88 @@
+"""Named outputs of encoders and models, and the decoder state that search reorders."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import torch
+
+from ordo.batch import Batch
+
+
+@dataclass
+class EncoderOutput:
+    """What the decoder attends to.
+
+    Shape:
+        states: (B, S, D); pad_mask: (B, S), True at padding; extras: named tensors a method adds
+        (e.g. ``reorder_pr`` (B, S, D)) that losses or analyses read.
+    """
+
+    states: torch.Tensor
+    pad_mask: torch.Tensor
+    extras: dict[str, torch.Tensor] = field(default_factory=dict)
+
+    def index_select(self, index: torch.Tensor) -> "EncoderOutput":
+        """Rows ``index`` of every tensor (beam expansion, dropping finished sentences)."""
+        return EncoderOutput(
+            states=self.states.index_select(0, index),
+            pad_mask=self.pad_mask.index_select(0, index),
+            extras={k: v.index_select(0, index) for k, v in self.extras.items()},
+        )
+
+
+@dataclass
+class Seq2SeqOutput:
+    """A teacher-forced forward pass.
+
+    Shape:
+        logits: (B, T, V); extras: named tensors for auxiliary losses, e.g. ``reorder_pr`` (B, S, D) or
+        ``future_logits`` (B, T, V).
+    """
+
+    logits: torch.Tensor
+    extras: dict[str, torch.Tensor] = field(default_factory=dict)
+
+
+@dataclass
+class DecoderState:
+    """Everything incremental decoding carries from one step to the next.
+
+    ``caches`` holds one dict per decoder layer (self-attention keys/values so far, cross-attention
+    keys/values of the encoder states); ``fields`` holds what a method adds (future-cost state F_i,
+    distortion's previous alignment). Every tensor is batch-first, so :meth:`reorder` keeps them all in
+    step with the hypotheses of beam search.
+    """
+
+    encoder: EncoderOutput
+    step: int = 0
+    caches: list[dict[str, torch.Tensor]] = field(default_factory=list)
+    fields: dict[str, torch.Tensor] = field(default_factory=dict)
+
+    def reorder(self, index: torch.Tensor) -> None:
+        """Keep rows ``index`` (B',) of every tensor, in that order: beam reordering and pruning."""
+        self.encoder = self.encoder.index_select(index)
+        self.caches = [{k: v.index_select(0, index) for k, v in c.items()} for c in self.caches]
+        self.fields = {k: v.index_select(0, index) for k, v in self.fields.items()}
+
+    @property
+    def batch_size(self) -> int:
+        """Number of rows (sentences times beams) the state holds."""
+        return self.encoder.states.size(0)
+
+
+class Seq2SeqModel(Protocol):
+    """What training and search need from a model family (Transformer or attention RNN)."""
+
+    def forward(self, batch: Batch) -> Seq2SeqOutput:
+        """Teacher-forced pass over ``batch.tgt_in``."""
+
+    def encode(self, batch: Batch) -> EncoderOutput:
+        """Encode the source side."""
+
+    def init_state(self, encoder_out: EncoderOutput) -> DecoderState:
+        """A fresh decoder state for incremental decoding."""
+
+    def decode_step(self, prev_tokens: torch.Tensor, state: DecoderState) -> torch.Tensor:
+        """Logits (B, V) for the next token given ``prev_tokens`` (B,); advances ``state`` in place."""

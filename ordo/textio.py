@@ -1,0 +1,77 @@
+"""Reading text files (plain or gzip) with errors that name the file and line."""
+
+from __future__ import annotations
+
+import gzip
+import io
+import os
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import IO
+
+from ordo.errors import InputError
+
+
+def open_binary(path: str | Path) -> IO[bytes]:
+    """Open ``path`` for reading bytes, transparently decompressing ``*.gz``."""
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(f"{path}: no such file")
+    if path.suffix == ".gz":
+        return gzip.open(path, "rb")
+    return open(path, "rb")
+
+
+def iter_lines(path: str | Path) -> Iterator[tuple[int, str]]:
+    """Yield ``(line_number, text)`` for each line of ``path`` (1-based), without the line end.
+
+    Raises:
+        InputError: naming the file and line when a line is not valid UTF-8.
+    """
+    with open_binary(path) as handle:
+        for line_number, raw in enumerate(handle, start=1):
+            try:
+                text = raw.decode("utf-8")
+            except UnicodeDecodeError as err:
+                raise InputError(f"{path}:{line_number}: invalid UTF-8 ({err.reason} at byte {err.start})") from None
+            yield line_number, text.rstrip("\r\n")
+
+
+def read_lines(path: str | Path) -> list[str]:
+    """All lines of ``path`` as strings (small files: references, hypotheses)."""
+    return [text for _, text in iter_lines(path)]
+
+
+def read_parallel_lines(path_a: str | Path, path_b: str | Path) -> tuple[list[str], list[str]]:
+    """Both files' lines, checking that they have the same number of lines."""
+    lines_a, lines_b = read_lines(path_a), read_lines(path_b)
+    if len(lines_a) != len(lines_b):
+        raise InputError(f"{path_a} has {len(lines_a)} lines but {path_b} has {len(lines_b)}")
+    return lines_a, lines_b
+
+
+@contextmanager
+def atomic_write(path: str | Path, mode: str = "w", encoding: str | None = "utf-8") -> Iterator[IO]:
+    """Write to a temporary file beside ``path`` and rename it over ``path`` only on success.
+
+    An interrupted write leaves the previous ``path`` (if any) untouched.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        if "b" in mode:
+            handle: IO = os.fdopen(fd, mode)
+        else:
+            handle = io.open(fd, mode, encoding=encoding, newline="\n")
+        with handle:
+            yield handle
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp_name, path)
+    except BaseException:
+        if os.path.exists(tmp_name):
+            os.unlink(tmp_name)
+        raise
