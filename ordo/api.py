@@ -1,0 +1,203 @@
+"""The Python API behind every CLI verb: train a run, load it, translate strings, average checkpoints.
+
+Example (in a notebook)::
+
+    from ordo import api
+    run = api.load_run("runs/multi30k")
+    run.translate(["A man is riding a bike."], beam_size=5)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import shutil
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+import yaml
+from torch import nn
+
+from ordo.build import build_model, count_parameters
+from ordo.config import ExperimentConfig, build_config, read_yaml, save_config
+from ordo.data import DataMeta
+from ordo.vocab import Vocab
+from ordo.decoding.search import Hypothesis
+from ordo.decoding.translator import translate_rows
+from ordo.errors import CheckpointError, ConfigError, InputError
+from ordo.textio import atomic_write
+from ordo.training.checkpoint import BEST_NAME, average_checkpoints, load_checkpoint, save_checkpoint, step_checkpoints
+from ordo.training.trainer import Progress, Trainer
+
+logger = logging.getLogger("ordo")
+
+
+def setup_logging(log_file: Path | None = None, level: int = logging.INFO) -> None:
+    """Log ``ordo.*`` messages to stderr and, if given, to ``log_file`` (appending)."""
+    root = logging.getLogger("ordo")
+    root.setLevel(level)
+    formatter = logging.Formatter("%(asctime)s | %(name)s | %(message)s", "%Y-%m-%d %H:%M:%S")
+    if not any(getattr(h, "_ordo_stderr", False) for h in root.handlers):
+        handler = logging.StreamHandler(sys.stderr)
+        handler._ordo_stderr = True  # type: ignore[attr-defined]
+        handler.setFormatter(formatter)
+        root.addHandler(handler)
+    if log_file is not None:
+        log_file.parent.mkdir(parents=True, exist_ok=True)
+        for h in [h for h in root.handlers if isinstance(h, logging.FileHandler)]:
+            root.removeHandler(h)
+            h.close()
+        file_handler = logging.FileHandler(log_file, encoding="utf-8")
+        file_handler.setFormatter(formatter)
+        root.addHandler(file_handler)
+
+
+def run_config(run_dir: Path, raw: dict[str, Any]) -> ExperimentConfig:
+    """The config of a run: the saved ``config.yaml`` (when resuming) updated by ``raw``, validated.
+
+    The model section of a run cannot change once training started.
+    """
+    saved_path = run_dir / "config.yaml"
+    if not saved_path.exists():
+        return build_config(raw, "config")
+    saved = read_yaml(saved_path)
+    saved_model = build_config(saved, str(saved_path)).model
+    merged = {**saved, **{k: v for k, v in raw.items() if k != "model"}}
+    for section in ("train", "decode"):
+        merged[section] = {**saved.get(section, {}), **raw.get(section, {})}
+    cfg = build_config(merged, str(saved_path))
+    if raw.get("model"):
+        requested = build_config({"model": raw["model"]}, "config").model
+        if requested != saved_model:
+            raise ConfigError(f"{saved_path}: the run was started with a different model section; use a new run dir")
+    return cfg
+
+
+def _copy_vocabs(meta: DataMeta, data_dir: Path, run_dir: Path) -> None:
+    """Copy the SentencePiece models into the run so that it translates without the data directory."""
+    (run_dir / "vocab").mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(data_dir / meta.src_vocab, run_dir / "vocab" / "src.model")
+    shutil.copyfile(data_dir / meta.tgt_vocab, run_dir / "vocab" / "tgt.model")
+
+
+def build_for_data(cfg: ExperimentConfig, meta: DataMeta):
+    """Build the model ``cfg.model`` describes for the vocabularies of ``meta``."""
+    return build_model(cfg.model, meta.src_vocab_size, meta.tgt_vocab_size, meta.joint_vocab)
+
+
+def train(cfg: ExperimentConfig, run_dir: str | Path) -> Progress:
+    """Train (or resume) the run in ``run_dir``: saves the resolved config, vocabularies, parameter count
+    and a log file there, then runs :class:`ordo.training.trainer.Trainer`."""
+    run_dir = Path(run_dir)
+    data_dir = Path(cfg.data)
+    if not cfg.data:
+        raise ConfigError("data: no data directory given (use --data DIR or data: in the config)")
+    meta = DataMeta.load(data_dir)
+    if cfg.train.threads > 0:
+        torch.set_num_threads(cfg.train.threads)
+    setup_logging(run_dir / "train.log")
+    torch.manual_seed(cfg.train.seed)
+    built = build_for_data(cfg, meta)
+    missing = [f for f in built.fields if f not in meta.fields.get("train", [])]
+    if missing:
+        raise ConfigError(f"{data_dir}: the methods need batch fields {missing} that this data has not got")
+    params = count_parameters(built.model)
+    logger.info("model: %s, %d parameters (%.2fM)", cfg.model.family, params, params / 1e6)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    save_config(cfg, run_dir / "config.yaml")
+    with atomic_write(run_dir / "model_info.yaml") as handle:
+        yaml.safe_dump({"parameters": params, "methods": sorted(cfg.model.methods)}, handle)
+    _copy_vocabs(meta, data_dir, run_dir)
+    trainer = Trainer(built.model, cfg, run_dir, built.losses, built.fields)
+    return trainer.train()
+
+
+def resolve_checkpoint(run_dir: Path, checkpoint: str) -> Path:
+    """``best``, ``last``, ``averaged`` or a path, as the checkpoint file of ``run_dir``."""
+    if checkpoint == "last":
+        found = step_checkpoints(run_dir / "checkpoints")
+        if not found:
+            raise CheckpointError(f"{run_dir / 'checkpoints'}: no step_N.pt checkpoints")
+        return found[-1]
+    if checkpoint == "best":
+        path = run_dir / "checkpoints" / BEST_NAME
+        return path if path.exists() else resolve_checkpoint(run_dir, "last")
+    if checkpoint == "averaged":
+        return run_dir / "checkpoints" / "averaged.pt"
+    return Path(checkpoint)
+
+
+@dataclass
+class LoadedRun:
+    """A trained model ready to translate: model, config and vocabularies."""
+
+    model: nn.Module
+    cfg: ExperimentConfig
+    src_vocab: Vocab
+    tgt_vocab: Vocab
+    device: torch.device
+
+    def encode_sources(self, sentences: list[str]) -> list:
+        """Source token rows; an over-long sentence is an error naming its (1-based) line."""
+        import numpy as np
+
+        limit = self.cfg.model.max_positions - 1
+        rows = []
+        for line, ids in enumerate(self.src_vocab.encode_batch(sentences), start=1):
+            if len(ids) > limit:
+                raise InputError(f"input line {line}: {len(ids)} pieces, more than model.max_positions-1={limit}")
+            rows.append(np.asarray(ids, dtype=np.int64))
+        return rows
+
+    def translate_hypotheses(self, sentences: list[str], progress: bool = False, **decode: Any) -> list[list[Hypothesis]]:
+        """N-best hypotheses (token ids) for each sentence; ``decode`` overrides DecodeConfig fields."""
+        cfg = dataclasses.replace(self.cfg.decode, **decode)
+        return translate_rows(self.model, self.encode_sources(sentences), cfg, self.device, progress=progress)
+
+    def translate(self, sentences: list[str], **decode: Any) -> list[str]:
+        """Detokenized best translation of each sentence (an empty input line gives an empty output)."""
+        hyps = self.translate_hypotheses(sentences, **decode)
+        return [self.tgt_vocab.decode(h[0].tokens) if h else "" for h in hyps]
+
+    def detokenize(self, hyp: Hypothesis) -> str:
+        """Text of one hypothesis."""
+        return self.tgt_vocab.decode(hyp.tokens)
+
+
+def load_run(run_dir: str | Path, checkpoint: str = "best", device: str = "auto") -> LoadedRun:
+    """Load a trained run for translation (weights only; no optimizer state is needed)."""
+    from ordo.training.distributed import resolve_device
+
+    run_dir = Path(run_dir)
+    config_path = run_dir / "config.yaml"
+    if not config_path.exists():
+        raise CheckpointError(f"{run_dir}: not an ordo run directory (no config.yaml)")
+    cfg = build_config(read_yaml(config_path), str(config_path))
+    src_vocab = Vocab.load(run_dir / "vocab" / "src.model")
+    tgt_vocab = Vocab.load(run_dir / "vocab" / "tgt.model")
+    joint = src_vocab.path.read_bytes() == tgt_vocab.path.read_bytes()
+    model = build_model(cfg.model, len(src_vocab), len(tgt_vocab), joint).model
+    state = load_checkpoint(resolve_checkpoint(run_dir, checkpoint))
+    try:
+        model.load_state_dict(state["model"])
+    except RuntimeError as err:
+        raise CheckpointError(f"{run_dir}: checkpoint does not match the run's model ({err})") from None
+    target = resolve_device(device)
+    return LoadedRun(model.to(target).eval(), cfg, src_vocab, tgt_vocab, target)
+
+
+def average(run_dir: str | Path, last: int = 5, output: str | Path | None = None) -> Path:
+    """Average the weights of the last ``last`` periodic checkpoints into ``output``
+    (default ``checkpoints/averaged.pt``), usable as ``--checkpoint averaged``."""
+    run_dir = Path(run_dir)
+    paths = step_checkpoints(run_dir / "checkpoints")[-last:]
+    if len(paths) < last:
+        logger.warning("only %d checkpoints to average (asked for %d)", len(paths), last)
+    weights = average_checkpoints(paths)
+    target = Path(output) if output else run_dir / "checkpoints" / "averaged.pt"
+    save_checkpoint({"model": weights, "averaged": [p.name for p in paths]}, target)
+    return target
+

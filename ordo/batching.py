@@ -1,0 +1,97 @@
+"""Token-based batching with length bucketing, and collation of rows into a padded :class:`Batch`.
+
+A batch holds as many sentences as fit in ``max_tokens`` counting padding (the longest side of the longest
+pair times the number of pairs). The batch list of an epoch is a pure function of (lengths, seed, epoch),
+so a resumed run rebuilds it and continues at the saved position.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import torch
+
+from ordo.batch import BOS_ID, EOS_ID, PAD_ID, Batch
+
+
+def batch_by_tokens(sizes: np.ndarray, order: np.ndarray, max_tokens: int) -> list[np.ndarray]:
+    """Cut ``order`` (indices sorted by size) into consecutive batches whose padded size fits ``max_tokens``.
+
+    A single item larger than ``max_tokens`` becomes a batch of its own rather than being dropped.
+    """
+    batches: list[np.ndarray] = []
+    start, longest = 0, 0
+    for position, index in enumerate(order):
+        size = int(sizes[index])
+        new_longest = max(longest, size)
+        if position > start and new_longest * (position - start + 1) > max_tokens:
+            batches.append(order[start:position])
+            start, new_longest = position, size
+        longest = new_longest
+    if start < len(order):
+        batches.append(order[start:])
+    return batches
+
+
+def epoch_batches(
+    src_lengths: np.ndarray,
+    tgt_lengths: np.ndarray | None,
+    max_tokens: int,
+    seed: int,
+    epoch: int,
+    shuffle: bool = True,
+) -> list[np.ndarray]:
+    """The batches of one epoch: bucketed by length, with a shuffled order when ``shuffle``.
+
+    Args:
+        src_lengths, tgt_lengths: pieces per sentence (without EOS/BOS), (N,) each; tgt may be None.
+        max_tokens: padded tokens per batch (the larger side counts).
+        seed, epoch: determine the tie-breaking within lengths and the batch order.
+
+    Returns:
+        Arrays of sentence indices, one per batch.
+    """
+    sizes = src_lengths + 1 if tgt_lengths is None else np.maximum(src_lengths, tgt_lengths) + 1
+    if not shuffle:
+        return batch_by_tokens(sizes, np.argsort(sizes, kind="stable"), max_tokens)
+    rng = np.random.default_rng([seed, epoch])
+    permutation = rng.permutation(len(sizes))
+    order = permutation[np.argsort(sizes[permutation], kind="stable")]
+    batches = batch_by_tokens(sizes, order, max_tokens)
+    return [batches[i] for i in rng.permutation(len(batches))]
+
+
+def pad_rows(rows: Sequence[np.ndarray], prefix: int | None = None, suffix: int | None = None) -> torch.Tensor:
+    """Stack int rows into (B, L) padded with PAD_ID, adding an optional first and last token to each."""
+    extra = (prefix is not None) + (suffix is not None)
+    width = max(len(r) for r in rows) + extra
+    out = np.full((len(rows), width), PAD_ID, dtype=np.int64)
+    for i, row in enumerate(rows):
+        start = 1 if prefix is not None else 0
+        if prefix is not None:
+            out[i, 0] = prefix
+        out[i, start : start + len(row)] = row
+        if suffix is not None:
+            out[i, start + len(row)] = suffix
+    return torch.from_numpy(out)
+
+
+def collate(
+    indices: np.ndarray,
+    src_rows: Sequence[np.ndarray],
+    tgt_rows: Sequence[np.ndarray] | None = None,
+    field_rows: dict[str, Sequence[np.ndarray]] | None = None,
+) -> Batch:
+    """Build a :class:`Batch`: source = pieces + EOS; tgt_in = BOS + pieces; tgt_out = pieces + EOS.
+
+    Per-token fields are padded like the source, with 0 at the EOS slot and at padding.
+    """
+    src_tokens = pad_rows(src_rows, suffix=EOS_ID)  # (B, S)
+    src_lengths = torch.tensor([len(r) + 1 for r in src_rows], dtype=torch.long)
+    tgt_in = tgt_out = None
+    if tgt_rows is not None:
+        tgt_in = pad_rows(tgt_rows, prefix=BOS_ID)  # (B, T)
+        tgt_out = pad_rows(tgt_rows, suffix=EOS_ID)  # (B, T)
+    fields = {name: pad_rows(rows, suffix=0) for name, rows in (field_rows or {}).items()}
+    return Batch(src_tokens, src_lengths, torch.from_numpy(np.asarray(indices, dtype=np.int64)), tgt_in, tgt_out, fields)

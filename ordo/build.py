@@ -1,0 +1,113 @@
+"""build_model: preset -> slots -> methods -> model. The one place that imports both models and methods."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from torch import nn
+
+from ordo.config import ModelConfig, from_dict
+from ordo.errors import ConfigError
+from ordo.losses import AuxLoss
+from ordo.methods import METHODS
+from ordo.models.embeddings import ScaledEmbedding, SinusoidalPositions
+from ordo.models.rnn import BiGRUEncoder, ConditionalGRUDecoder, RNNSearchModel
+from ordo.models.slots import Slots
+from ordo.models.transformer import TransformerDecoder, TransformerEncoder
+
+FAMILIES = ("transformer", "rnn")
+
+
+@dataclass
+class BuiltModel:
+    """A model with the auxiliary losses and batch fields its methods declared."""
+
+    model: nn.Module
+    losses: list[AuxLoss]
+    fields: tuple[str, ...]
+
+
+def _check(cfg: ModelConfig, joint_vocab: bool) -> None:
+    if cfg.family not in FAMILIES:
+        raise ConfigError(f"model.family: unknown family {cfg.family!r} (choose from {', '.join(FAMILIES)})")
+    if cfg.norm not in ("post", "pre"):
+        raise ConfigError(f"model.norm: expected post or pre, got {cfg.norm!r}")
+    if cfg.share_embeddings not in ("all", "decoder", "none"):
+        raise ConfigError(f"model.share_embeddings: expected all, decoder or none, got {cfg.share_embeddings!r}")
+    if cfg.share_embeddings == "all" and not joint_vocab:
+        raise ConfigError("model.share_embeddings=all needs a joint vocabulary (prepare with joint_vocab: true)")
+    for name in cfg.methods:
+        if name not in METHODS:
+            known = ", ".join(sorted(METHODS)) or "none registered"
+            raise ConfigError(f"model.methods.{name}: unknown method (known: {known})")
+
+
+def assemble_transformer(slots: Slots, src_vocab_size: int, tgt_vocab_size: int) -> nn.Module:
+    """Build encoder, decoder and output layer from whatever the slots hold (SPEC §0)."""
+    cfg = slots.cfg
+    norm_first = cfg.norm == "pre"
+    table = SinusoidalPositions(cfg.max_positions, cfg.d_model)
+    src_embed = ScaledEmbedding(src_vocab_size, cfg.d_model)
+    tgt_embed = src_embed if cfg.share_embeddings == "all" else ScaledEmbedding(tgt_vocab_size, cfg.d_model)
+    encoder = TransformerEncoder(
+        src_embed,
+        slots.source_positions(table),
+        [slots.encoder_layer(i) for i in range(cfg.encoder_layers)],
+        cfg.d_model,
+        cfg.dropout,
+        norm_first,
+        relations=slots.relations(),
+    )
+    decoder = TransformerDecoder(
+        tgt_embed, table, [slots.decoder_layer(i) for i in range(cfg.decoder_layers)], cfg.d_model, cfg.dropout, norm_first
+    )
+    tied = tgt_embed if cfg.share_embeddings in ("all", "decoder") else None
+    output = slots.output(cfg.d_model, tgt_vocab_size, tied)
+    model = slots.model_class(slots.encoder_wrapper(encoder), decoder, output)
+    _init_linear_layers(model)
+    return model
+
+
+def assemble_rnn(slots: Slots, src_vocab_size: int, tgt_vocab_size: int) -> nn.Module:
+    """RNNsearch* (SPEC §4): embeddings and GRU states of width d_model, context 2·d_model."""
+    cfg = slots.cfg
+    dim = cfg.d_model
+    encoder = BiGRUEncoder(src_vocab_size, dim, dim, cfg.dropout)
+    attention = slots.rnn_attention(dim, 2 * dim, dim)
+    decoder = ConditionalGRUDecoder(tgt_vocab_size, dim, dim, 2 * dim, attention, cfg.dropout)
+    return RNNSearchModel(encoder, decoder)
+
+
+def _init_linear_layers(model: nn.Module) -> None:
+    """Xavier-uniform weights and zero biases for every linear layer (as fairseq's Transformer)."""
+    for module in model.modules():
+        if isinstance(module, nn.Linear):
+            nn.init.xavier_uniform_(module.weight)
+            if module.bias is not None:
+                nn.init.zeros_(module.bias)
+
+
+def build_model(cfg: ModelConfig, src_vocab_size: int, tgt_vocab_size: int, joint_vocab: bool = True) -> BuiltModel:
+    """Build the model a resolved :class:`ModelConfig` describes, with its methods switched on.
+
+    Raises:
+        ConfigError: unknown family or method, a bad method option, or two methods claiming one sub-block.
+    """
+    _check(cfg, joint_vocab)
+    slots = Slots(cfg)
+    losses: list[AuxLoss] = []
+    fields: list[str] = []
+    for name, section in cfg.methods.items():
+        method = METHODS[name]
+        method_cfg = from_dict(method.config_class, section, f"model.methods.{name}")
+        method.apply(slots, method_cfg)
+        losses += method.losses(method_cfg)
+        fields += method.fields
+    assemble = assemble_rnn if cfg.family == "rnn" else assemble_transformer
+    model = assemble(slots, src_vocab_size, tgt_vocab_size)
+    return BuiltModel(model, losses, tuple(fields))
+
+
+def count_parameters(model: nn.Module) -> int:
+    """Number of distinct trainable parameters (shared embeddings counted once)."""
+    return sum(p.numel() for p in model.parameters() if p.requires_grad)

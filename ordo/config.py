@@ -1,0 +1,278 @@
+"""Strict, typed experiment configuration: dataclasses loaded from YAML and ``--set`` overrides.
+
+An unknown key is an error that names where it was found and suggests the nearest known key. Every
+field has a default and a comment; the resolved config is written next to the model with its
+``schema_version``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+import yaml
+
+from ordo.errors import ConfigError
+
+SCHEMA_VERSION = 1
+
+T = TypeVar("T")
+
+
+@dataclass
+class ModelConfig:
+    """Architecture of the baseline and the methods switched on over it (SPEC §0)."""
+
+    preset: str = "small"  # tiny | small | base | big: fills every field below that the config leaves out
+    family: str = "transformer"  # transformer | rnn (attention RNN, RNNsearch*)
+    d_model: int = 256  # model width d
+    ffn_dim: int = 1024  # hidden width of the position-wise feed-forward network
+    heads: int = 4  # attention heads
+    encoder_layers: int = 3  # N encoder layers
+    decoder_layers: int = 3  # N decoder layers
+    dropout: float = 0.1  # dropout on sub-block outputs and embeddings
+    attention_dropout: float = 0.0  # dropout on attention weights
+    activation_dropout: float = 0.0  # dropout inside the feed-forward network
+    norm: str = "post"  # post (LN after the residual, as the papers' equations) | pre
+    share_embeddings: str = "all"  # all (source, target, output; needs a joint vocabulary) | decoder | none
+    max_positions: int = 1024  # size of the sinusoidal position table
+    methods: dict[str, dict[str, Any]] = field(default_factory=dict)  # method name -> its config section
+
+
+@dataclass
+class TrainConfig:
+    """Optimisation, batching, validation and checkpointing (SPEC §0)."""
+
+    seed: int = 1  # seeds model init, dropout and batch order
+    max_tokens: int = 4096  # tokens (source or target, the larger) per batch per process
+    update_freq: int = 1  # gradient accumulation: batches per update
+    max_steps: int = 0  # stop after this many updates (0: no limit)
+    max_epochs: int = 0  # stop after this many epochs (0: no limit)
+    max_minutes: float = 0.0  # stop after this much training wall time (0: no limit)
+    lr: float = 7e-4  # peak learning rate, reached at the end of warm-up
+    warmup_steps: int = 4000  # linear warm-up, then inverse square root decay
+    warmup_init_lr: float = 1e-7  # learning rate at step 0
+    adam_betas: tuple[float, float] = (0.9, 0.98)  # Adam beta1, beta2
+    adam_eps: float = 1e-9  # Adam epsilon
+    weight_decay: float = 0.0  # decoupled weight decay (AdamW); 0 is plain Adam
+    clip_norm: float = 0.0  # gradient norm clipping (0: off)
+    label_smoothing: float = 0.1  # label smoothing epsilon
+    valid_every: int = 1000  # validate every K updates (and at the end)
+    valid_bleu: bool = True  # decode the dev set and report BLEU at each validation
+    valid_beam: int = 1  # beam size for validation BLEU (1: greedy)
+    valid_max_sentences: int = 0  # score BLEU on the first N dev sentences only (0: all)
+    best_metric: str = "bleu"  # bleu | loss: which dev figure selects the best checkpoint
+    patience: int = 0  # stop after this many validations without improvement (0: never)
+    keep_last: int = 5  # keep the last N periodic checkpoints
+    log_every: int = 100  # log training loss every N updates
+    amp: str = "auto"  # auto (bf16 on CUDA, off on CPU) | bf16 | fp16 | off
+    device: str = "auto"  # auto | cpu | cuda | cuda:N
+    threads: int = 0  # torch CPU threads (0: leave torch's default)
+    progress: bool = True  # show a progress bar on stderr
+    num_workers: int = 0  # DataLoader worker processes
+
+
+@dataclass
+class DecodeConfig:
+    """Search settings used by ``ordo translate`` (SPEC §0: beam 4-5 with length normalisation)."""
+
+    beam_size: int = 5  # 1 means greedy search
+    length_penalty: float = 1.0  # score = log-prob / length ** length_penalty
+    max_len_a: float = 1.2  # maximum output length = a * source length + b
+    max_len_b: int = 10
+    nbest: int = 1  # hypotheses written per sentence
+    max_tokens: int = 6000  # source tokens per translation batch
+
+
+@dataclass
+class ExperimentConfig:
+    """One training run: data directory, model, training and decoding sections."""
+
+    data: str = ""  # directory written by `ordo prepare`
+    model: ModelConfig = field(default_factory=ModelConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    decode: DecodeConfig = field(default_factory=DecodeConfig)
+    schema_version: int = SCHEMA_VERSION  # version of this layout, stored with every run
+
+
+PRESETS: dict[str, dict[str, Any]] = {
+    "tiny": dict(d_model=64, ffn_dim=256, heads=2, encoder_layers=2, decoder_layers=2, dropout=0.1),
+    "small": dict(d_model=256, ffn_dim=1024, heads=4, encoder_layers=3, decoder_layers=3, dropout=0.1),
+    "base": dict(d_model=512, ffn_dim=2048, heads=8, encoder_layers=6, decoder_layers=6, dropout=0.1),
+    "big": dict(d_model=1024, ffn_dim=4096, heads=16, encoder_layers=6, decoder_layers=6, dropout=0.3),
+}
+
+
+def _join(where: str, key: str) -> str:
+    """``config.yaml: train`` + ``lr`` -> ``config.yaml: train.lr``; ``config.yaml:`` + ``train`` -> ``config.yaml: train``."""
+    if not where:
+        return key
+    return f"{where} {key}" if where.endswith(":") else f"{where}.{key}"
+
+
+def _unknown_key(key: str, known: list[str], where: str) -> ConfigError:
+    guess = difflib.get_close_matches(key, known, n=1)
+    hint = f" (did you mean {guess[0]}?)" if guess else f" (known keys: {', '.join(sorted(known))})"
+    return ConfigError(f"{_join(where, key)}: unknown key{hint}")
+
+
+def _coerce(value: Any, hint: Any, where: str) -> Any:
+    """Check ``value`` against the type ``hint`` and convert what YAML cannot express (tuples, floats)."""
+    origin = typing.get_origin(hint)
+    if origin in (typing.Union, types.UnionType):
+        if value is None and type(None) in typing.get_args(hint):
+            return None
+        hint = next(a for a in typing.get_args(hint) if a is not type(None))
+        origin = typing.get_origin(hint)
+    if dataclasses.is_dataclass(hint):
+        return from_dict(hint, value, where)  # type: ignore[arg-type]
+    if origin is tuple:
+        args = typing.get_args(hint)
+        if not isinstance(value, (list, tuple)) or len(value) != len(args):
+            raise ConfigError(f"{where}: expected a list of {len(args)} values, got {value!r}")
+        return tuple(_coerce(v, a, f"{where}[{i}]") for i, (v, a) in enumerate(zip(value, args)))
+    if origin is dict:
+        if not isinstance(value, dict):
+            raise ConfigError(f"{where}: expected a mapping, got {value!r}")
+        return {k: ({} if v is None else v) for k, v in value.items()}
+    if hint is float and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    if hint in (int, float, str, bool) and not (isinstance(value, hint) and not (hint is int and isinstance(value, bool))):
+        raise ConfigError(f"{where}: expected {hint.__name__}, got {value!r}")
+    return value
+
+
+def from_dict(cls: type[T], data: Any, where: str = "") -> T:
+    """Build dataclass ``cls`` from a mapping, rejecting unknown keys and wrong types.
+
+    Args:
+        cls: a dataclass type.
+        data: a mapping (e.g. parsed YAML); None means all defaults.
+        where: the dotted path used in error messages, e.g. ``"config.yaml: train"``.
+
+    Raises:
+        ConfigError: naming ``where.key`` for an unknown key (with the closest known key) or a bad value.
+    """
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{where or cls.__name__}: expected a mapping, got {data!r}")
+    hints = typing.get_type_hints(cls)
+    names = [f.name for f in dataclasses.fields(cls)]  # type: ignore[arg-type]
+    kwargs = {}
+    for key, value in data.items():
+        if key not in names:
+            raise _unknown_key(str(key), names, where)
+        kwargs[key] = _coerce(value, hints[key], _join(where, key))
+    return cls(**kwargs)
+
+
+def to_dict(config: Any) -> dict[str, Any]:
+    """A plain, YAML-serialisable dict of a config dataclass (tuples become lists)."""
+
+    def plain(value: Any) -> Any:
+        if isinstance(value, tuple):
+            return [plain(v) for v in value]
+        if isinstance(value, dict):
+            return {k: plain(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [plain(v) for v in value]
+        return value
+
+    return plain(dataclasses.asdict(config))
+
+
+def parse_overrides(overrides: list[str]) -> dict[str, Any]:
+    """Turn ``["train.lr=5e-4", "model.methods.reorder_emb.variant=both"]`` into a nested dict.
+
+    Values are parsed as YAML scalars (``5e-4`` is a float, ``true`` a bool, ``[1, 2]`` a list).
+    """
+    nested: dict[str, Any] = {}
+    for item in overrides:
+        if "=" not in item:
+            raise ConfigError(f"--set {item}: expected KEY=VALUE")
+        key, raw = item.split("=", 1)
+        value = yaml.safe_load(raw) if raw.strip() else ""
+        if isinstance(value, str) and _looks_like_float(raw):
+            value = float(raw)
+        node = nested
+        parts = key.strip().split(".")
+        for part in parts[:-1]:
+            node = node.setdefault(part, {})
+            if not isinstance(node, dict):
+                raise ConfigError(f"--set {item}: {part} is not a section")
+        node[parts[-1]] = value
+    return nested
+
+
+def _looks_like_float(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def merge(base: dict[str, Any], update: dict[str, Any]) -> dict[str, Any]:
+    """Recursive dict merge: values of ``update`` win; nested mappings are merged key by key."""
+    out = dict(base)
+    for key, value in update.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def apply_preset(model_section: dict[str, Any], where: str = "model") -> dict[str, Any]:
+    """Fill the fields a model section leaves out from its preset; explicit keys win."""
+    preset = model_section.get("preset", ModelConfig.preset)
+    if preset not in PRESETS:
+        raise ConfigError(f"{where}.preset: unknown preset {preset!r} (choose from {', '.join(PRESETS)})")
+    return merge(PRESETS[preset], model_section)
+
+
+def build_config(raw: dict[str, Any], where: str = "config") -> ExperimentConfig:
+    """Validate a raw nested dict (YAML plus overrides) into an :class:`ExperimentConfig`."""
+    raw = dict(raw)
+    raw["model"] = apply_preset(dict(raw.get("model") or {}), f"{where}: model")
+    config = from_dict(ExperimentConfig, raw, f"{where}:")
+    if config.schema_version > SCHEMA_VERSION:
+        raise ConfigError(f"{where}: schema_version {config.schema_version} is newer than this ordo ({SCHEMA_VERSION})")
+    return config
+
+
+def read_yaml(path: str | Path) -> dict[str, Any]:
+    """Parse a YAML file into a dict, with errors naming the file."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"{path}: no such config file")
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as err:
+        raise ConfigError(f"{path}: invalid YAML: {err}") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: expected a mapping at the top level")
+    return data
+
+
+def load_config(path: str | Path | None = None, overrides: list[str] | None = None) -> ExperimentConfig:
+    """Load a YAML experiment config (optional) and apply ``--set key=value`` overrides."""
+    raw = read_yaml(path) if path else {}
+    raw = merge(raw, parse_overrides(overrides or []))
+    return build_config(raw, str(path) if path else "--set")
+
+
+def save_config(config: ExperimentConfig, path: str | Path) -> None:
+    """Write the resolved config as YAML, atomically."""
+    from ordo.textio import atomic_write
+
+    with atomic_write(path) as handle:
+        yaml.safe_dump(to_dict(config), handle, sort_keys=False)

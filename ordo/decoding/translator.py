@@ -1,0 +1,52 @@
+"""Translating many sentences: length-sorted batches through greedy or beam search, back in input order."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import torch
+from torch import nn
+from tqdm import tqdm
+
+from ordo.batching import collate, epoch_batches
+from ordo.config import DecodeConfig
+from ordo.decoding.search import Hypothesis, beam_search, greedy_search
+
+
+def search_batch(model: nn.Module, batch, decode: DecodeConfig) -> list[list[Hypothesis]]:
+    """Greedy search when ``decode.beam_size`` is 1, else beam search, for one batch."""
+    if decode.beam_size <= 1:
+        return greedy_search(model, batch, decode.max_len_a, decode.max_len_b)
+    return beam_search(
+        model, batch, decode.beam_size, decode.max_len_a, decode.max_len_b, decode.length_penalty, decode.nbest
+    )
+
+
+def translate_rows(
+    model: nn.Module,
+    src_rows: Sequence[np.ndarray],
+    decode: DecodeConfig,
+    device: torch.device | str = "cpu",
+    field_rows: dict[str, Sequence[np.ndarray]] | None = None,
+    progress: bool = False,
+) -> list[list[Hypothesis]]:
+    """Hypotheses for each source row (token ids without EOS), in input order.
+
+    Rows are sorted by length and cut into batches of ``decode.max_tokens`` source tokens so that little
+    padding is computed; the model is put in eval mode and run under ``torch.inference_mode``.
+    """
+    if not src_rows:
+        return []
+    model.eval()
+    lengths = np.array([len(r) for r in src_rows], dtype=np.int64)
+    results: list[list[Hypothesis]] = [[] for _ in src_rows]
+    batches = epoch_batches(lengths, None, decode.max_tokens, seed=0, epoch=0, shuffle=False)
+    with torch.inference_mode(), tqdm(total=len(src_rows), disable=not progress, unit="sent", leave=False) as bar:
+        for indices in batches:
+            fields = {k: [rows[i] for i in indices] for k, rows in (field_rows or {}).items()}
+            batch = collate(indices, [src_rows[i] for i in indices], field_rows=fields).to(device)
+            for index, hyps in zip(indices.tolist(), search_batch(model, batch, decode)):
+                results[index] = hyps
+            bar.update(len(indices))
+    return results

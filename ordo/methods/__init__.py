@@ -1,0 +1,9 @@
+"""The five papers' methods and their comparison systems, each switched on by ``model.methods.NAME``.
+
+Every method module registers itself here through explicit imports below; the baseline packages
+(``ordo.models``, ``ordo.training``, ``ordo.decoding``) never import this package.
+"""
+
+from ordo.methods.registry import METHODS, Method, register_method
+
+__all__ = ["METHODS", "Method", "register_method"]

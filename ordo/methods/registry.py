@@ -1,0 +1,44 @@
+"""The registry of methods: a name, a config dataclass, and what the method replaces or adds."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ordo.losses import AuxLoss
+from ordo.models.slots import Slots
+
+
+def _no_losses(method_cfg: Any) -> list[AuxLoss]:
+    return []
+
+
+@dataclass
+class Method:
+    """One method that ``model.methods.<name>`` switches on.
+
+    Attributes:
+        name: its config key, also the module name in ``ordo/methods``.
+        config_class: dataclass of its options; unknown keys are errors.
+        apply: fills the sub-blocks it replaces, ``apply(slots, method_cfg)`` using ``slots.claim``.
+        losses: the auxiliary losses it adds, ``losses(method_cfg)``.
+        fields: batch fields (``Batch.fields``) the data must provide.
+    """
+
+    name: str
+    config_class: type
+    apply: Callable[[Slots, Any], None]
+    losses: Callable[[Any], list[AuxLoss]] = _no_losses
+    fields: tuple[str, ...] = field(default_factory=tuple)
+
+
+METHODS: dict[str, Method] = {}
+
+
+def register_method(method: Method) -> Method:
+    """Add ``method`` to :data:`METHODS`; a second method under the same name is an error."""
+    if method.name in METHODS:
+        raise ValueError(f"method {method.name!r} is registered twice")
+    METHODS[method.name] = method
+    return method

@@ -1,0 +1,159 @@
+"""Multi-head attention (Vaswani et al. 2017) on ``scaled_dot_product_attention``, with key/value caches
+for incremental decoding, and a relation-aware variant (Shaw et al. 2018) for relative positions and
+lattice relations.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+def split_heads(x: torch.Tensor, heads: int) -> torch.Tensor:
+    """(B, T, D) -> (B, H, T, D/H)."""
+    batch, length, dim = x.shape
+    return x.view(batch, length, heads, dim // heads).transpose(1, 2)  # (B, H, T, Dh)
+
+
+def merge_heads(x: torch.Tensor) -> torch.Tensor:
+    """(B, H, T, Dh) -> (B, T, H*Dh)."""
+    batch, heads, length, head_dim = x.shape
+    return x.transpose(1, 2).reshape(batch, length, heads * head_dim)  # (B, T, D)
+
+
+def key_padding_to_attn_mask(pad_mask: torch.Tensor | None) -> torch.Tensor | None:
+    """(B, S) True-at-padding -> (B, 1, 1, S) True-where-attention-is-allowed, the SDPA convention."""
+    return None if pad_mask is None else ~pad_mask[:, None, None, :]
+
+
+class SelfAttention(nn.Module):
+    """Multi-head self-attention with one packed QKV projection.
+
+    With ``cache`` (a dict the caller keeps per layer), keys and values of earlier steps are reused and the
+    new ones appended: incremental decoding attends over the prefix without recomputing it.
+    """
+
+    def __init__(self, dim: int, heads: int, dropout: float = 0.0) -> None:
+        super().__init__()
+        if dim % heads:
+            raise ValueError(f"d_model={dim} is not divisible by heads={heads}")
+        self.heads = heads
+        self.dropout = dropout
+        self.qkv = nn.Linear(dim, 3 * dim)
+        self.out = nn.Linear(dim, dim)
+
+    def project(self, x: torch.Tensor, cache: dict[str, torch.Tensor] | None) -> tuple[torch.Tensor, ...]:
+        """Queries, keys and values (B, H, T, Dh), keys/values extended by and stored in ``cache``."""
+        q, k, v = (split_heads(t, self.heads) for t in self.qkv(x).chunk(3, dim=-1))  # 3 x (B, H, T, Dh)
+        if cache is not None:
+            if "self_k" in cache:
+                k = torch.cat([cache["self_k"], k], dim=2)  # (B, H, T_past + T, Dh)
+                v = torch.cat([cache["self_v"], v], dim=2)
+            cache["self_k"], cache["self_v"] = k, v
+        return q, k, v
+
+    def forward(
+        self,
+        x: torch.Tensor,
+        attn_mask: torch.Tensor | None = None,
+        causal: bool = False,
+        cache: dict[str, torch.Tensor] | None = None,
+        relations: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """Attend ``x`` (B, T, D) to itself.
+
+        Args:
+            attn_mask: (B, 1, 1, T) bool, True where a key may be attended (see key_padding_to_attn_mask).
+            causal: mask future positions (training of the decoder; ignored when ``cache`` holds a prefix).
+            cache: per-layer incremental state, updated in place.
+            relations: relation ids; only :class:`RelationSelfAttention` accepts them.
+        """
+        if relations is not None:
+            raise ValueError("relation ids given to a plain SelfAttention; use RelationSelfAttention")
+        q, k, v = self.project(x, cache)
+        is_causal = causal and q.size(2) > 1
+        out = F.scaled_dot_product_attention(
+            q, k, v, attn_mask=attn_mask, dropout_p=self.dropout if self.training else 0.0, is_causal=is_causal
+        )  # (B, H, T, Dh)
+        return self.out(merge_heads(out))
+
+
+class CrossAttention(nn.Module):
+    """Multi-head attention from decoder states to encoder states; the encoder keys/values are cached."""
+
+    def __init__(self, dim: int, heads: int, dropout: float = 0.0) -> None:
+        super().__init__()
+        self.heads = heads
+        self.dropout = dropout
+        self.q = nn.Linear(dim, dim)
+        self.kv = nn.Linear(dim, 2 * dim)
+        self.out = nn.Linear(dim, dim)
+
+    def forward(
+        self,
+        x: torch.Tensor,
+        memory: torch.Tensor,
+        attn_mask: torch.Tensor | None,
+        cache: dict[str, torch.Tensor] | None = None,
+    ) -> torch.Tensor:
+        """Attend queries ``x`` (B, T, D) to ``memory`` (B, S, D) under ``attn_mask`` (B, 1, 1, S)."""
+        q = split_heads(self.q(x), self.heads)  # (B, H, T, Dh)
+        if cache is not None and "cross_k" in cache:
+            k, v = cache["cross_k"], cache["cross_v"]
+        else:
+            k, v = (split_heads(t, self.heads) for t in self.kv(memory).chunk(2, dim=-1))  # (B, H, S, Dh)
+            if cache is not None:
+                cache["cross_k"], cache["cross_v"] = k, v
+        out = F.scaled_dot_product_attention(
+            q, k, v, attn_mask=attn_mask, dropout_p=self.dropout if self.training else 0.0
+        )  # (B, H, T, Dh)
+        return self.out(merge_heads(out))
+
+
+class RelationSelfAttention(SelfAttention):
+    """Self-attention with relation embeddings on keys and values, shared by all heads (Shaw et al. 2018):
+
+    e_ab = q_a · (k_b + a^K_{r(a,b)}) / sqrt(d_k),   o_a = Σ_b α_ab (v_b + a^V_{r(a,b)})   (Eq. 3-4; SPEC §0, §3)
+
+    ``relations`` holds r(a, b) as ids in [0, num_relations). The relation terms are computed per relation,
+    not per pair: q @ a^K^T gives (B, H, T, R) scores that are gathered by id, and attention weights are
+    summed into relation bins before multiplying by a^V, so memory grows with T*R rather than T*T*Dh.
+    """
+
+    def __init__(self, dim: int, heads: int, num_relations: int, dropout: float = 0.0) -> None:
+        super().__init__(dim, heads, dropout)
+        head_dim = dim // heads
+        self.num_relations = num_relations
+        self.rel_keys = nn.Embedding(num_relations, head_dim)
+        self.rel_values = nn.Embedding(num_relations, head_dim)
+        nn.init.normal_(self.rel_keys.weight, std=head_dim**-0.5)
+        nn.init.normal_(self.rel_values.weight, std=head_dim**-0.5)
+
+    def forward(
+        self,
+        x: torch.Tensor,
+        attn_mask: torch.Tensor | None = None,
+        causal: bool = False,
+        cache: dict[str, torch.Tensor] | None = None,
+        relations: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """As :meth:`SelfAttention.forward`; ``relations`` (B or 1, T_query, T_key) long is required."""
+        if relations is None:
+            raise ValueError("RelationSelfAttention needs relation ids")
+        q, k, v = self.project(x, cache)
+        scale = q.size(-1) ** -0.5
+        rel_ids = relations.unsqueeze(1).expand(q.size(0), q.size(1), q.size(2), k.size(2))  # (B, H, Tq, Tk)
+        scores = torch.matmul(q, k.transpose(-1, -2))  # (B, H, Tq, Tk)
+        rel_scores = torch.matmul(q, self.rel_keys.weight.t())  # (B, H, Tq, R)
+        scores = (scores + rel_scores.gather(-1, rel_ids)) * scale
+        if attn_mask is not None:
+            scores = scores.masked_fill(~attn_mask, float("-inf"))
+        if causal and q.size(2) > 1:
+            future = torch.ones(q.size(2), k.size(2), dtype=torch.bool, device=x.device).triu(1)
+            scores = scores.masked_fill(future, float("-inf"))
+        weights = F.dropout(scores.softmax(dim=-1), self.dropout, self.training)  # (B, H, Tq, Tk)
+        binned = weights.new_zeros(weights.shape[:-1] + (self.num_relations,))  # (B, H, Tq, R)
+        binned.scatter_add_(-1, rel_ids, weights)
+        out = torch.matmul(weights, v) + torch.matmul(binned, self.rel_values.weight)  # (B, H, Tq, Dh)
+        return self.out(merge_heads(out))

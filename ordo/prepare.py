@@ -1,0 +1,331 @@
+"""The pipeline behind ``ordo prepare``: check the text, train SentencePiece, binarize.
+
+Steps, in order:
+
+1. Every input file is read once, streaming, before anything is written: both sides of a split must exist,
+   be valid UTF-8 and have the same number of lines; an empty (or whitespace-only) line is an error naming
+   file:line unless ``empty_lines: skip``, which drops the pair and counts it.
+2. SentencePiece is trained on the training text (one model for both sides, or one per side). The
+   possibly gzipped inputs are first streamed into temporary plain files in ``out``, removed afterwards.
+3. Each split is encoded in chunks; training pairs outside the length limits are dropped and counted
+   (validation and test pairs are kept, over-long ones only reported). The piece ids go to memory-mapped
+   token arrays and the raw text of the kept pairs to ``{split}.src.txt``/``{split}.tgt.txt``.
+4. ``data.yaml`` is written last, so a directory that has one is complete.
+
+Input may be raw or pre-tokenized text; either goes through SentencePiece as it is.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from collections.abc import Iterator
+from contextlib import ExitStack
+from dataclasses import dataclass
+from itertools import islice, zip_longest
+from pathlib import Path
+
+from tqdm import tqdm
+
+from ordo.data import META_NAME, DataMeta, TokenArrayWriter
+from ordo.errors import ConfigError, InputError
+from ordo.textio import atomic_write, iter_lines
+from ordo.vocab import MODEL_TYPES, Vocab, train_sentencepiece
+
+logger = logging.getLogger("ordo.prepare")
+
+SPLITS = ("train", "valid", "test")
+EMPTY_LINE_MODES = ("error", "skip")
+CHUNK_LINES = 10_000  # lines encoded per SentencePiece batch
+
+
+@dataclass
+class PrepareConfig:
+    """Settings of ``ordo prepare`` (YAML keys, or ``--set key=value``)."""
+
+    train_src: str = ""  # training source text, plain or .gz (required)
+    train_tgt: str = ""  # training target text, line-aligned with train_src (required)
+    valid_src: str = ""  # validation source text; "" means no validation split
+    valid_tgt: str = ""  # validation target text (references for BLEU during training)
+    test_src: str = ""  # test source text; "" means no test split
+    test_tgt: str = ""  # test target text
+    out: str = ""  # output data directory, created if missing (required)
+    src_lang: str = "src"  # source language code, recorded in data.yaml
+    tgt_lang: str = "tgt"  # target language code, recorded in data.yaml
+    vocab_size: int = 8000  # SentencePiece pieces per model (an upper bound for tiny corpora)
+    joint_vocab: bool = True  # one SentencePiece model for both sides; false: one per side
+    model_type: str = "unigram"  # SentencePiece algorithm: unigram or bpe
+    character_coverage: float = 1.0  # share of characters covered (e.g. 0.9995 for Japanese/Chinese)
+    max_len: int = 250  # train pairs with a side longer than this many pieces are dropped; 0: no limit
+    min_len: int = 1  # train pairs with a side shorter than this many pieces are dropped
+    max_len_ratio: float = 3.0  # train pairs whose piece counts differ by more than this factor are dropped; 0: off
+    empty_lines: str = "error"  # an empty line is an error, or "skip" to drop its pair and count it
+    spm_input_sentence_size: int = 2_000_000  # sentences sampled to train SentencePiece
+    seed: int = 1  # seed of SentencePiece's sampling
+
+
+@dataclass
+class SplitStats:
+    """Counts of one split, for the summary."""
+
+    pairs: int = 0  # line pairs in the input files
+    empty: int = 0  # pairs skipped because a side was empty
+    kept: int = 0  # pairs written
+    too_long: int = 0  # pairs with a side over max_len (dropped in train, kept elsewhere)
+    too_short: int = 0  # train pairs with a side under min_len (dropped)
+    bad_ratio: int = 0  # train pairs over max_len_ratio (dropped)
+
+
+def prepare(cfg: PrepareConfig, progress: bool = True) -> DataMeta:
+    """Turn parallel text into a data directory that ``ordo train`` reads.
+
+    Args:
+        cfg: input files, output directory and filtering settings.
+        progress: show tqdm progress bars on stderr.
+
+    Returns:
+        The metadata written to ``<out>/data.yaml``.
+
+    Raises:
+        ConfigError: for missing or inconsistent settings.
+        InputError: naming the file (and line) for a missing file, unequal line counts, invalid UTF-8, an
+            empty line (unless ``empty_lines: skip``), or a training set that filtering leaves empty.
+    """
+    check_config(cfg)
+    splits = _split_files(cfg)
+    stats = {name: check_parallel(src, tgt, cfg.empty_lines == "skip", progress) for name, (src, tgt) in splits.items()}
+    if stats["train"].pairs - stats["train"].empty == 0:
+        raise InputError(f"{cfg.train_src}: no sentence pairs to train on")
+    out = Path(cfg.out)
+    out.mkdir(parents=True, exist_ok=True)
+    _remove_stale_outputs(out, splits)
+    plain = (out / ".train.src.plain.tmp", out / ".train.tgt.plain.tmp")
+    try:
+        _copy_pairs(splits["train"], plain, cfg.empty_lines == "skip")
+        src_vocab, tgt_vocab = _train_vocabs(cfg, plain, out)
+        for name, files in splits.items():
+            source = plain if name == "train" else files
+            pairs = _iter_pairs(*source, skip_empty=cfg.empty_lines == "skip")
+            _encode_split(name, pairs, (src_vocab, tgt_vocab), out, cfg, stats[name], progress)
+    finally:
+        for path in plain:
+            path.unlink(missing_ok=True)
+    if stats["train"].kept == 0:
+        raise InputError(f"{cfg.train_src}: every pair was dropped by the length filters (see max_len, min_len)")
+    meta = DataMeta(
+        src_lang=cfg.src_lang, tgt_lang=cfg.tgt_lang, joint_vocab=cfg.joint_vocab,
+        src_vocab=src_vocab.path.name, tgt_vocab=tgt_vocab.path.name,
+        src_vocab_size=len(src_vocab), tgt_vocab_size=len(tgt_vocab),
+        splits={name: s.kept for name, s in stats.items()},
+    )
+    meta.save(out)
+    _log_summary(cfg, meta, stats)
+    return meta
+
+
+def check_config(cfg: PrepareConfig) -> None:
+    """Reject missing or inconsistent settings before any file is read.
+
+    Args:
+        cfg: the settings.
+
+    Raises:
+        ConfigError: naming the key.
+    """
+    for key in ("train_src", "train_tgt", "out"):
+        if not getattr(cfg, key):
+            raise ConfigError(f"prepare: {key} is required")
+    for split in ("valid", "test"):
+        if bool(getattr(cfg, f"{split}_src")) != bool(getattr(cfg, f"{split}_tgt")):
+            raise ConfigError(f"prepare: give both {split}_src and {split}_tgt, or neither")
+    if cfg.model_type not in MODEL_TYPES:
+        raise ConfigError(f"prepare: model_type must be one of {', '.join(MODEL_TYPES)}, not {cfg.model_type!r}")
+    if cfg.empty_lines not in EMPTY_LINE_MODES:
+        raise ConfigError(f"prepare: empty_lines must be error or skip, not {cfg.empty_lines!r}")
+    if cfg.vocab_size < 5:
+        raise ConfigError(f"prepare: vocab_size {cfg.vocab_size} leaves no room beside the 4 special pieces")
+    if not 0.0 < cfg.character_coverage <= 1.0:
+        raise ConfigError(f"prepare: character_coverage must be in (0, 1], not {cfg.character_coverage}")
+    if cfg.min_len < 0 or 0 < cfg.max_len < cfg.min_len:
+        raise ConfigError(f"prepare: need 0 <= min_len <= max_len, got {cfg.min_len} and {cfg.max_len}")
+    if 0 < cfg.max_len_ratio < 1:
+        raise ConfigError(f"prepare: max_len_ratio must be >= 1 (or 0 for no limit), not {cfg.max_len_ratio}")
+
+
+def _split_files(cfg: PrepareConfig) -> dict[str, tuple[Path, Path]]:
+    """The (source, target) files of each split that ``cfg`` names, train first."""
+    files = {}
+    for split in SPLITS:
+        src, tgt = getattr(cfg, f"{split}_src"), getattr(cfg, f"{split}_tgt")
+        if src:
+            files[split] = (Path(src), Path(tgt))
+    return files
+
+
+def check_parallel(src: Path, tgt: Path, skip_empty: bool, progress: bool = False) -> SplitStats:
+    """Read both files once and check that they form a usable parallel corpus.
+
+    Args:
+        src: source text file (plain or .gz).
+        tgt: target text file.
+        skip_empty: count pairs with an empty side instead of failing.
+        progress: show a tqdm counter on stderr.
+
+    Returns:
+        The split's ``pairs`` and ``empty`` counts.
+
+    Raises:
+        InputError: a missing file, invalid UTF-8 or an empty line (file:line), or unequal line counts
+            (naming both files and their counts).
+    """
+    stats = SplitStats()
+    counts = [0, 0]
+    lines = zip_longest(iter_lines(src), iter_lines(tgt))
+    for a, b in tqdm(lines, desc=f"check {src.name}", unit=" lines", disable=not progress, file=sys.stderr):
+        if a is None or b is None:
+            counts[a is None] = (a or b)[0]
+            continue
+        counts = [a[0], b[0]]
+        if not a[1].strip() or not b[1].strip():
+            if not skip_empty:
+                path, number = (src, a[0]) if not a[1].strip() else (tgt, b[0])
+                raise InputError(f"{path}:{number}: empty line (set empty_lines: skip to drop such pairs)")
+            stats.empty += 1
+    if counts[0] != counts[1]:
+        raise InputError(f"{src} has {counts[0]} lines but {tgt} has {counts[1]}")
+    stats.pairs = counts[0]
+    return stats
+
+
+def _iter_pairs(src: Path, tgt: Path, skip_empty: bool) -> Iterator[tuple[str, str]]:
+    """Yield the line pairs of two checked files, leaving out pairs with an empty side if ``skip_empty``."""
+    for (_, a), (_, b) in zip(iter_lines(src), iter_lines(tgt)):
+        if skip_empty and (not a.strip() or not b.strip()):
+            continue
+        yield a, b
+
+
+def _remove_stale_outputs(out: Path, splits: dict[str, tuple[Path, Path]]) -> None:
+    """Delete what an earlier ``prepare`` into ``out`` left that this run will not replace.
+
+    ``data.yaml`` goes first, so an interrupted run leaves a directory without one. Per-token fields and
+    the arrays of splits this run does not write go too; input files are never deleted.
+    """
+    inputs = {p.resolve() for pair in splits.values() for p in pair}
+    (out / META_NAME).unlink(missing_ok=True)
+    stale = [p for split in SPLITS for p in out.glob(f"{split}.field.*") if p.suffix in (".bin", ".idx")]
+    stale += [
+        out / f"{split}.{side}.{ext}"
+        for split in SPLITS if split not in splits for side in ("src", "tgt") for ext in ("bin", "idx", "txt")
+    ]
+    for path in stale:
+        if path.is_file() and path.resolve() not in inputs:
+            path.unlink()
+
+
+def _copy_pairs(files: tuple[Path, Path], plain: tuple[Path, Path], skip_empty: bool) -> None:
+    """Stream the (possibly gzipped) training pairs into plain text files for SentencePiece."""
+    with atomic_write(plain[0]) as src_out, atomic_write(plain[1]) as tgt_out:
+        for a, b in _iter_pairs(*files, skip_empty=skip_empty):
+            src_out.write(a + "\n")
+            tgt_out.write(b + "\n")
+
+
+def _train_vocabs(cfg: PrepareConfig, plain: tuple[Path, Path], out: Path) -> tuple[Vocab, Vocab]:
+    """Train the joint model ``spm.model``, or ``spm.src.model`` and ``spm.tgt.model``, and load them."""
+
+    def train(files: list[Path], prefix: Path) -> Vocab:
+        model = train_sentencepiece(
+            files, prefix, cfg.vocab_size, cfg.model_type, cfg.character_coverage,
+            cfg.spm_input_sentence_size, cfg.seed,
+        )
+        return Vocab.load(model)
+
+    if cfg.joint_vocab:
+        joint = train(list(plain), out / "spm")
+        return joint, joint
+    return train([plain[0]], out / "spm.src"), train([plain[1]], out / "spm.tgt")
+
+
+def length_problem(src_len: int, tgt_len: int, cfg: PrepareConfig) -> str | None:
+    """Which length filter a pair of piece counts fails.
+
+    Args:
+        src_len: source pieces (no EOS).
+        tgt_len: target pieces (no BOS/EOS).
+        cfg: supplies ``min_len``, ``max_len`` and ``max_len_ratio`` (0 turns the last two off).
+
+    Returns:
+        ``"too_short"``, ``"too_long"``, ``"bad_ratio"`` (checked in that order), or None when it passes.
+    """
+    if min(src_len, tgt_len) < cfg.min_len:
+        return "too_short"
+    if cfg.max_len > 0 and max(src_len, tgt_len) > cfg.max_len:
+        return "too_long"
+    if cfg.max_len_ratio > 0 and max(src_len, tgt_len) / max(min(src_len, tgt_len), 1) > cfg.max_len_ratio:
+        return "bad_ratio"
+    return None
+
+
+def _encode_split(
+    name: str,
+    pairs: Iterator[tuple[str, str]],
+    vocabs: tuple[Vocab, Vocab],
+    out: Path,
+    cfg: PrepareConfig,
+    stats: SplitStats,
+    progress: bool,
+) -> None:
+    """Encode ``pairs`` in chunks and write ``{name}.{src,tgt}.{bin,idx,txt}`` into ``out``.
+
+    Training pairs that fail :func:`length_problem` are dropped; other splits keep every pair and only
+    count the over-long ones. Counts go into ``stats``.
+    """
+    src_vocab, tgt_vocab = vocabs
+    total = stats.pairs - stats.empty
+    with ExitStack() as stack:
+        src_ids = stack.enter_context(TokenArrayWriter(out / f"{name}.src", len(src_vocab)))
+        tgt_ids = stack.enter_context(TokenArrayWriter(out / f"{name}.tgt", len(tgt_vocab)))
+        src_txt = stack.enter_context(atomic_write(out / f"{name}.src.txt"))
+        tgt_txt = stack.enter_context(atomic_write(out / f"{name}.tgt.txt"))
+        bar = stack.enter_context(
+            tqdm(total=total, desc=f"encode {name}", unit=" pairs", disable=not progress, file=sys.stderr)
+        )
+        while chunk := list(islice(pairs, CHUNK_LINES)):
+            sources = src_vocab.encode_batch([a for a, _ in chunk])
+            targets = tgt_vocab.encode_batch([b for _, b in chunk])
+            for (a, b), src, tgt in zip(chunk, sources, targets):
+                problem = length_problem(len(src), len(tgt), cfg)
+                if name != "train" and problem == "too_long":
+                    stats.too_long += 1
+                elif name == "train" and problem is not None:
+                    setattr(stats, problem, getattr(stats, problem) + 1)
+                    continue
+                src_ids.add(src)
+                tgt_ids.add(tgt)
+                src_txt.write(a + "\n")
+                tgt_txt.write(b + "\n")
+                stats.kept += 1
+            bar.update(len(chunk))
+
+
+def _log_summary(cfg: PrepareConfig, meta: DataMeta, stats: dict[str, SplitStats]) -> None:
+    """Log what was read, skipped, dropped and written."""
+    for name, s in stats.items():
+        line = f"{name}: {s.pairs} pairs read, {s.kept} kept"
+        if s.empty:
+            line += f", {s.empty} skipped for an empty line"
+        if name == "train":
+            line += (
+                f", dropped {s.too_long} longer than {cfg.max_len} pieces, {s.too_short} shorter than "
+                f"{cfg.min_len}, {s.bad_ratio} with a length ratio over {cfg.max_len_ratio}"
+            )
+        logger.info(line)
+        if name != "train" and s.too_long:
+            logger.warning("%s: %d pairs longer than %d pieces (kept)", name, s.too_long, cfg.max_len)
+    kind = "joint" if meta.joint_vocab else "separate"
+    logger.info("vocabulary (%s, %s): %d source and %d target pieces", kind, cfg.model_type,
+                meta.src_vocab_size, meta.tgt_vocab_size)
+    if min(meta.src_vocab_size, meta.tgt_vocab_size) < cfg.vocab_size:
+        logger.warning("the corpus is too small for vocab_size %d; SentencePiece learnt fewer pieces", cfg.vocab_size)
+    logger.info("wrote %s", cfg.out)

@@ -1,0 +1,1 @@
+"""Training: optimiser and schedule, checkpoints, the training loop, distributed set-up."""

@@ -1,0 +1,34 @@
+"""Adam with the inverse-square-root schedule (Vaswani et al. 2017, Eq. 3, in fairseq's form)."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+from ordo.config import TrainConfig
+
+
+def build_optimizer(model: nn.Module, cfg: TrainConfig) -> torch.optim.Optimizer:
+    """Adam (β1, β2, ε from the config), or AdamW when ``weight_decay`` > 0."""
+    params = [p for p in model.parameters() if p.requires_grad]
+    kwargs = dict(lr=cfg.warmup_init_lr, betas=cfg.adam_betas, eps=cfg.adam_eps)
+    if cfg.weight_decay > 0:
+        return torch.optim.AdamW(params, weight_decay=cfg.weight_decay, **kwargs)  # type: ignore[arg-type]
+    return torch.optim.Adam(params, **kwargs)  # type: ignore[arg-type]
+
+
+def inverse_sqrt_lr(step: int, cfg: TrainConfig) -> float:
+    """Learning rate at update ``step`` (1-based): linear warm-up from ``warmup_init_lr`` to ``lr`` over
+    ``warmup_steps``, then ``lr · sqrt(warmup_steps / step)``."""
+    warmup = max(cfg.warmup_steps, 1)
+    if step < warmup:
+        return cfg.warmup_init_lr + (cfg.lr - cfg.warmup_init_lr) * step / warmup
+    return cfg.lr * math.sqrt(warmup / step)
+
+
+def set_lr(optimizer: torch.optim.Optimizer, lr: float) -> None:
+    """Set the learning rate of every parameter group."""
+    for group in optimizer.param_groups:
+        group["lr"] = lr

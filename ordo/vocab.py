@@ -1,0 +1,182 @@
+"""SentencePiece vocabularies: training a model and mapping text to piece ids and back.
+
+Every model ordo trains reserves the special ids of :mod:`ordo.batch`: ``PAD_ID`` 0, ``UNK_ID`` 1,
+``BOS_ID`` 2, ``EOS_ID`` 3. Encoding returns pieces only; ``collate`` adds BOS/EOS.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Sequence
+from pathlib import Path
+
+import sentencepiece as spm
+
+from ordo.batch import BOS_ID, EOS_ID, PAD_ID, UNK_ID
+from ordo.errors import ConfigError, InputError
+
+MODEL_TYPES = ("unigram", "bpe")
+_SPECIAL_IDS = frozenset((PAD_ID, BOS_ID, EOS_ID))
+_TOO_FEW_CHARS = re.compile(r"smaller than required_chars\. (\d+) vs (\d+)")
+
+
+def train_sentencepiece(
+    text_files: list[Path],
+    model_prefix: Path,
+    vocab_size: int,
+    model_type: str = "unigram",
+    character_coverage: float = 1.0,
+    input_sentence_size: int = 2_000_000,
+    seed: int = 1,
+) -> Path:
+    """Train a SentencePiece model on plain-text files, one sentence per line.
+
+    The model gets pad/unk/bos/eos at ids 0/1/2/3. ``vocab_size`` is an upper bound: a corpus too small
+    to fill it yields a smaller vocabulary (``hard_vocab_limit=False``) instead of an error.
+
+    Args:
+        text_files: plain (not gzipped) UTF-8 files to learn from; pieces are learnt jointly over all.
+        model_prefix: where to write; the result is ``<model_prefix>.model`` (and ``.vocab``).
+        vocab_size: requested number of pieces, special ones included.
+        model_type: ``"unigram"`` or ``"bpe"``.
+        character_coverage: share of characters the model must cover (1.0 for small alphabets,
+            e.g. 0.9995 for Japanese or Chinese).
+        input_sentence_size: at most this many sentences, sampled from the files, are used.
+        seed: seed of SentencePiece's sentence sampling.
+
+    Returns:
+        The path of the ``.model`` file.
+
+    Raises:
+        ConfigError: for an unknown ``model_type`` or a ``vocab_size`` below the number of characters
+            the corpus needs.
+        InputError: when a training file is missing.
+    """
+    if model_type not in MODEL_TYPES:
+        raise ConfigError(f"model_type: expected one of {', '.join(MODEL_TYPES)}, got {model_type!r}")
+    for path in text_files:
+        if not Path(path).is_file():
+            raise InputError(f"{path}: no such file")
+    model_prefix = Path(model_prefix)
+    model_prefix.parent.mkdir(parents=True, exist_ok=True)
+    spm.set_random_generator_seed(seed)
+    try:
+        spm.SentencePieceTrainer.train(
+            input=[str(p) for p in text_files],
+            model_prefix=str(model_prefix),
+            vocab_size=vocab_size,
+            model_type=model_type,
+            character_coverage=character_coverage,
+            input_sentence_size=input_sentence_size,
+            shuffle_input_sentence=True,
+            hard_vocab_limit=False,
+            pad_id=PAD_ID,
+            unk_id=UNK_ID,
+            bos_id=BOS_ID,
+            eos_id=EOS_ID,
+            num_threads=max(1, min(16, os.cpu_count() or 1)),
+            minloglevel=2,
+        )
+    except RuntimeError as err:
+        raise _training_error(err, vocab_size) from None
+    return model_prefix.with_name(model_prefix.name + ".model")
+
+
+def _training_error(err: RuntimeError, vocab_size: int) -> Exception:
+    """Turn SentencePiece's "vocabulary smaller than the characters" failure into a ConfigError."""
+    found = _TOO_FEW_CHARS.search(str(err))
+    if found is None:
+        return err
+    return ConfigError(
+        f"vocab_size: {vocab_size} is smaller than the {found.group(2)} pieces the corpus's characters "
+        "need; increase vocab_size or lower character_coverage"
+    )
+
+
+class Vocab:
+    """A loaded SentencePiece model with ordo's special ids.
+
+    Args:
+        processor: a loaded ``SentencePieceProcessor``.
+        path: the ``.model`` file it was loaded from.
+    """
+
+    def __init__(self, processor: spm.SentencePieceProcessor, path: Path) -> None:
+        self.processor = processor
+        self.path = Path(path)
+
+    @classmethod
+    def load(cls, path: str | Path) -> Vocab:
+        """Load a ``.model`` file and check its special ids.
+
+        Args:
+            path: a SentencePiece model file.
+
+        Returns:
+            The vocabulary.
+
+        Raises:
+            InputError: when the file is missing, is not a SentencePiece model, or was trained with
+                other special ids than pad 0, unk 1, bos 2, eos 3.
+        """
+        path = Path(path)
+        if not path.is_file():
+            raise InputError(f"{path}: no such file (SentencePiece model)")
+        processor = spm.SentencePieceProcessor()
+        try:
+            processor.Load(str(path))
+        except (RuntimeError, OSError) as err:
+            raise InputError(f"{path}: not a SentencePiece model ({err})") from None
+        found = (processor.pad_id(), processor.unk_id(), processor.bos_id(), processor.eos_id())
+        if found != (PAD_ID, UNK_ID, BOS_ID, EOS_ID):
+            raise InputError(f"{path}: special ids pad/unk/bos/eos are {found}, ordo needs (0, 1, 2, 3)")
+        return cls(processor, path)
+
+    def __len__(self) -> int:
+        """Number of pieces, special ones included."""
+        return self.processor.get_piece_size()
+
+    def encode(self, text: str) -> list[int]:
+        """Piece ids of one text.
+
+        Args:
+            text: raw or pre-tokenized text.
+
+        Returns:
+            The ids, without BOS/EOS.
+        """
+        return self.processor.encode(text, out_type=int)
+
+    def encode_batch(self, texts: list[str]) -> list[list[int]]:
+        """Piece ids of many texts, encoded by SentencePiece's thread pool.
+
+        Args:
+            texts: raw or pre-tokenized texts.
+
+        Returns:
+            One id list per text, without BOS/EOS.
+        """
+        return self.processor.encode(list(texts), out_type=int)
+
+    def decode(self, ids: Sequence[int]) -> str:
+        """Detokenized text of piece ids.
+
+        Args:
+            ids: piece ids; pad, BOS and EOS ids are dropped, the unknown piece shows as ``⁇``.
+
+        Returns:
+            The text.
+        """
+        return self.processor.decode([int(i) for i in ids if int(i) not in _SPECIAL_IDS])
+
+    def pieces(self, ids: Sequence[int]) -> list[str]:
+        """The piece strings of ``ids`` (for inspection).
+
+        Args:
+            ids: piece ids.
+
+        Returns:
+            One piece string per id, e.g. ``"▁cat"``.
+        """
+        return [self.processor.id_to_piece(int(i)) for i in ids]

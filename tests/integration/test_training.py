@@ -1,0 +1,113 @@
+"""Training runs on a tiny model: loss falls, resume is exact, auxiliary losses are weighted and logged."""
+
+from dataclasses import dataclass
+
+import pytest
+import torch
+
+from ordo import api
+from ordo.config import load_config
+from ordo.errors import CheckpointError, ConfigError
+from ordo.losses import AuxLoss
+from ordo.methods import METHODS, Method
+from ordo.training.checkpoint import load_checkpoint, step_checkpoints
+
+TINY = ["model.preset=tiny", "model.d_model=32", "model.ffn_dim=64", "train.max_tokens=400", "train.warmup_steps=20",
+        "train.lr=3e-3", "train.progress=false", "train.valid_bleu=false", "train.threads=2"]
+
+
+def config(data, *overrides):
+    return load_config(None, [f"data={data}", *TINY, *overrides])
+
+
+def final_weights(run_dir):
+    return load_checkpoint(step_checkpoints(run_dir / "checkpoints")[-1])["model"]
+
+
+def test_interrupted_and_resumed_run_ends_with_the_same_parameters(small_data, tmp_path):
+    common = ["train.update_freq=2", "train.valid_every=3", "model.dropout=0.3", "train.seed=5"]
+    api.train(config(small_data, *common, "train.max_steps=7"), tmp_path / "straight")
+    api.train(config(small_data, *common, "train.max_steps=3"), tmp_path / "resumed")
+    resumed_cfg = api.run_config(tmp_path / "resumed", {"train": {"max_steps": 7}})
+    progress = api.train(resumed_cfg, tmp_path / "resumed")
+    assert progress.step == 7 and progress.epoch == 1  # stopped mid-epoch, resumed mid-epoch
+    straight, resumed = final_weights(tmp_path / "straight"), final_weights(tmp_path / "resumed")
+    assert straight.keys() == resumed.keys()
+    assert all(torch.equal(straight[k], resumed[k]) for k in straight)
+    state = load_checkpoint(step_checkpoints(tmp_path / "resumed" / "checkpoints")[-1])
+    assert state["progress"]["step"] == 7
+
+
+def test_validation_loss_falls_and_best_checkpoint_is_kept(small_data, tmp_path):
+    cfg = config(small_data, "train.max_steps=120", "train.valid_every=40", "train.keep_last=2")
+    api.train(cfg, tmp_path / "run")
+    ckpts = step_checkpoints(tmp_path / "run" / "checkpoints")
+    assert [p.name for p in ckpts] == ["step_80.pt", "step_120.pt"]
+    losses = [load_checkpoint(p)["valid"]["loss"] for p in ckpts]
+    assert losses[-1] < 3.0
+    assert (tmp_path / "run" / "checkpoints" / "best.pt").exists()
+    log = (tmp_path / "run" / "train.log").read_text()
+    assert "parameters" in log and "valid | update 40" in log
+
+
+@dataclass
+class ShrinkConfig:
+    weight: float = 1.0  # weight of the toy loss
+
+
+def test_auxiliary_loss_is_weighted_logged_and_optimised(small_data, tmp_path, monkeypatch):
+    def encoder_norm(output, batch):
+        return output.extras["enc_norm"]
+
+    def apply(slots, cfg):
+        wrap = lambda encoder: NormReporting(encoder)  # noqa: E731
+        slots.claim("encoder_wrapper", "shrink", wrap)
+
+    monkeypatch.setitem(METHODS, "shrink", Method("shrink", ShrinkConfig, apply,
+                                                  lambda cfg: [AuxLoss("enc_norm", cfg.weight, encoder_norm)]))
+    def logged_norms(weight):
+        cfg = config(small_data, "train.max_steps=40", "train.valid_every=40", "train.log_every=10",
+                     f"model.methods.shrink.weight={weight}")
+        api.train(cfg, tmp_path / f"w{weight}")
+        lines = (tmp_path / f"w{weight}" / "train.log").read_text().splitlines()
+        return [float(line.split("enc_norm ")[1].split()[0]) for line in lines if "enc_norm" in line]
+
+    unweighted, weighted = logged_norms(0.0), logged_norms(5.0)
+    assert len(weighted) == 4 and weighted[0] == pytest.approx(unweighted[0], rel=0.05)
+    assert weighted[-1] < 0.9 * unweighted[-1]
+
+
+class NormReporting(torch.nn.Module):
+    """Encoder wrapper that reports the mean squared encoder state as a named extra."""
+
+    def __init__(self, encoder):
+        super().__init__()
+        self.inner = encoder
+
+    def forward(self, batch):
+        out = self.inner(batch)
+        out.extras["enc_norm"] = out.states.pow(2).mean()
+        return out
+
+
+def test_rnn_family_trains_with_the_same_trainer(small_data, tmp_path):
+    cfg = config(small_data, "model.family=rnn", "train.max_steps=30", "train.valid_every=15")
+    api.train(cfg, tmp_path / "rnn")
+    losses = [load_checkpoint(p)["valid"]["loss"] for p in step_checkpoints(tmp_path / "rnn" / "checkpoints")]
+    assert losses[1] < losses[0]
+    run = api.load_run(tmp_path / "rnn", "last", "cpu")
+    assert len(run.translate(["the dog sees a cat .", "a big bird runs ."], beam_size=3)) == 2
+
+
+def test_changed_model_section_on_resume_is_refused(small_data, tmp_path):
+    api.train(config(small_data, "train.max_steps=2", "train.valid_every=2"), tmp_path / "run")
+    with pytest.raises(ConfigError, match="different model section"):
+        api.run_config(tmp_path / "run", {"model": {"preset": "small"}})
+
+
+def test_corrupt_checkpoint_is_a_clear_error(small_data, tmp_path):
+    api.train(config(small_data, "train.max_steps=2", "train.valid_every=2"), tmp_path / "run")
+    path = step_checkpoints(tmp_path / "run" / "checkpoints")[-1]
+    path.write_bytes(path.read_bytes()[:100])
+    with pytest.raises(CheckpointError, match="step_2.pt: cannot read checkpoint"):
+        api.load_run(tmp_path / "run", "last")

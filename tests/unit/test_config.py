@@ -1,0 +1,56 @@
+"""Strict config loading: unknown keys, types, presets, overrides, saving."""
+
+import pytest
+
+from ordo.config import ExperimentConfig, build_config, load_config, parse_overrides, read_yaml, save_config
+from ordo.errors import ConfigError
+
+
+def test_unknown_key_names_file_and_suggests(tmp_path):
+    path = tmp_path / "exp.yaml"
+    path.write_text("train:\n  warmup: 100\n")
+    with pytest.raises(ConfigError, match=r"exp.yaml: train.warmup: unknown key \(did you mean warmup_steps\?\)"):
+        load_config(path)
+
+
+def test_wrong_type_is_an_error():
+    with pytest.raises(ConfigError, match="train.max_tokens: expected int"):
+        load_config(None, ["train.max_tokens=lots"])
+
+
+def test_preset_fills_only_missing_fields():
+    cfg = load_config(None, ["model.preset=base", "model.dropout=0.3"])
+    assert (cfg.model.d_model, cfg.model.heads, cfg.model.encoder_layers) == (512, 8, 6)
+    assert cfg.model.dropout == 0.3
+    tiny = load_config(None, ["model.preset=tiny"]).model
+    assert tiny.d_model < cfg.model.d_model
+
+
+def test_unknown_preset():
+    with pytest.raises(ConfigError, match="unknown preset 'huge'"):
+        load_config(None, ["model.preset=huge"])
+
+
+def test_overrides_parse_yaml_scalars_and_nest():
+    nested = parse_overrides(["train.lr=5e-4", "model.methods.toy.weight=2", "train.valid_bleu=false"])
+    assert nested == {"train": {"lr": 5e-4, "valid_bleu": False}, "model": {"methods": {"toy": {"weight": 2}}}}
+    with pytest.raises(ConfigError, match="expected KEY=VALUE"):
+        parse_overrides(["train.lr"])
+
+
+def test_int_accepted_for_float_and_tuple_from_list():
+    cfg = build_config({"train": {"lr": 1, "adam_betas": [0.9, 0.997]}})
+    assert isinstance(cfg.train.lr, float) and cfg.train.adam_betas == (0.9, 0.997)
+
+
+def test_saved_config_round_trips(tmp_path):
+    cfg = load_config(None, ["model.preset=tiny", "train.seed=7", "model.methods.x.a=1"])
+    save_config(cfg, tmp_path / "config.yaml")
+    again = build_config(read_yaml(tmp_path / "config.yaml"))
+    assert again == cfg
+    assert isinstance(again, ExperimentConfig) and again.schema_version == cfg.schema_version
+
+
+def test_newer_schema_rejected():
+    with pytest.raises(ConfigError, match="newer"):
+        build_config({"schema_version": 999})

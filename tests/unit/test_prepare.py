@@ -1,0 +1,211 @@
+"""``ordo prepare``: outputs, round trips, bad input named by file:line, filtering, separate vocabularies."""
+
+from __future__ import annotations
+
+import gzip
+import logging
+import random
+import unicodedata
+from pathlib import Path
+
+import pytest
+
+from ordo.data import DataMeta, ParallelData, load_vocabs, write_field
+from ordo.errors import ConfigError, InputError
+from ordo.prepare import PrepareConfig, length_problem, prepare
+from ordo.textio import read_lines
+from ordo.vocab import train_sentencepiece
+
+SHARED_DATA = Path(__file__).parents[2].parent / "shared" / "data"
+WORDS = ["cat", "dog", "bird", "sees", "likes", "the", "a", "big", "small", "red", "house", "tree", "runs", "eats"]
+
+
+def write_text(path: Path, lines: list[str]) -> Path:
+    """Write ``lines`` (one per line) to ``path``, gzipped when it ends in ``.gz``."""
+    data = "".join(line + "\n" for line in lines).encode("utf-8")
+    path.write_bytes(gzip.compress(data) if path.suffix == ".gz" else data)
+    return path
+
+
+def synthetic_pairs(count: int, seed: int) -> tuple[list[str], list[str]]:
+    """``count`` source sentences of 2-9 words and targets that reverse and capitalise them."""
+    rng = random.Random(seed)
+    sources = [" ".join(rng.choice(WORDS) for _ in range(rng.randint(2, 9))) for _ in range(count)]
+    targets = [" ".join(word.capitalize() for word in reversed(s.split())) for s in sources]
+    return sources, targets
+
+
+@pytest.fixture
+def tiny_corpus(tmp_path: Path) -> dict[str, Path]:
+    """Plain-text train (300 pairs), valid and test (30 each) files; keys like ``train_src``."""
+    files = {}
+    for split, count, seed in (("train", 300, 1), ("valid", 30, 2), ("test", 30, 3)):
+        sources, targets = synthetic_pairs(count, seed)
+        files[f"{split}_src"] = write_text(tmp_path / f"{split}.in.src", sources)
+        files[f"{split}_tgt"] = write_text(tmp_path / f"{split}.in.tgt", targets)
+    return files
+
+
+def config(corpus: dict[str, Path], out: Path, **changes) -> PrepareConfig:
+    """A PrepareConfig over the fixture corpus with a vocabulary small enough for it."""
+    files = {key: str(path) for key, path in corpus.items()}
+    return PrepareConfig(**{**files, "out": str(out), "vocab_size": 60, **changes})
+
+
+def decoded(directory: Path, split: str) -> tuple[list[str], list[str]]:
+    """The split's source and target rows decoded back to text."""
+    pairs = ParallelData.open(directory, split)
+    src_vocab, tgt_vocab = load_vocabs(directory)
+    sources = [src_vocab.decode(pairs.src[i]) for i in range(len(pairs))]
+    return sources, [tgt_vocab.decode(pairs.tgt[i]) for i in range(len(pairs))]
+
+
+def test_prepare_writes_everything_and_round_trips(tiny_corpus, tmp_path):
+    out = tmp_path / "data"
+    meta = prepare(config(tiny_corpus, out), progress=False)
+    assert meta == DataMeta.load(out)
+    assert meta.splits == {"train": 300, "valid": 30, "test": 30}
+    assert meta.src_vocab == meta.tgt_vocab == "spm.model" and meta.joint_vocab
+    assert not list(out.glob("*.tmp")) and not list(out.glob(".*"))
+    for split in meta.splits:
+        sources, targets = decoded(out, split)
+        assert sources == read_lines(out / f"{split}.src.txt") == read_lines(tiny_corpus[f"{split}_src"])
+        assert targets == read_lines(out / f"{split}.tgt.txt") == read_lines(tiny_corpus[f"{split}_tgt"])
+    pairs = ParallelData.open(out, "train")
+    assert max(int(pairs.src[i].max()) for i in range(len(pairs))) < meta.src_vocab_size
+
+
+def test_gzip_input(tiny_corpus, tmp_path):
+    gz = {}
+    for key, path in tiny_corpus.items():
+        gz[key] = path.with_name(path.name + ".gz")
+        gz[key].write_bytes(gzip.compress(path.read_bytes()))
+    meta = prepare(config(gz, tmp_path / "data"), progress=False)
+    assert meta.splits["train"] == 300
+    assert decoded(tmp_path / "data", "valid")[0] == read_lines(tiny_corpus["valid_src"])
+
+
+def replace_line(path: Path, number: int, text: bytes) -> None:
+    lines = path.read_bytes().split(b"\n")
+    lines[number - 1] = text
+    path.write_bytes(b"\n".join(lines))
+
+
+def test_unequal_line_counts_name_both_files(tiny_corpus, tmp_path):
+    with open(tiny_corpus["valid_tgt"], "a") as handle:
+        handle.write("one more\n")
+    with pytest.raises(InputError) as err:
+        prepare(config(tiny_corpus, tmp_path / "data"), progress=False)
+    message = str(err.value)
+    assert str(tiny_corpus["valid_src"]) in message and "30 lines" in message
+    assert str(tiny_corpus["valid_tgt"]) in message and "31" in message
+    assert not (tmp_path / "data").exists()
+
+
+def test_missing_file_is_named(tiny_corpus, tmp_path):
+    tiny_corpus["test_tgt"].unlink()
+    with pytest.raises(InputError, match=rf"{tiny_corpus['test_tgt']}: no such file"):
+        prepare(config(tiny_corpus, tmp_path / "data"), progress=False)
+    assert not (tmp_path / "data").exists()
+
+
+def test_invalid_utf8_names_file_and_line(tiny_corpus, tmp_path):
+    replace_line(tiny_corpus["test_src"], 7, b"bad \xff\xfe bytes")
+    with pytest.raises(InputError, match=rf"{tiny_corpus['test_src']}:7: invalid UTF-8"):
+        prepare(config(tiny_corpus, tmp_path / "data"), progress=False)
+    assert not (tmp_path / "data").exists()
+
+
+@pytest.mark.parametrize("blank", [b"", b"   \t"])
+def test_empty_line_is_an_error(tiny_corpus, tmp_path, blank):
+    replace_line(tiny_corpus["train_tgt"], 12, blank)
+    with pytest.raises(InputError, match=rf"{tiny_corpus['train_tgt']}:12: empty line"):
+        prepare(config(tiny_corpus, tmp_path / "data"), progress=False)
+
+
+def test_empty_lines_skip_mode_counts(tiny_corpus, tmp_path, caplog):
+    replace_line(tiny_corpus["train_src"], 5, b"")
+    replace_line(tiny_corpus["train_tgt"], 9, b" ")
+    replace_line(tiny_corpus["valid_src"], 1, b"")
+    with caplog.at_level(logging.INFO, logger="ordo.prepare"):
+        meta = prepare(config(tiny_corpus, tmp_path / "data", empty_lines="skip"), progress=False)
+    assert meta.splits["train"] == 298 and meta.splits["valid"] == 29
+    assert "2 skipped for an empty line" in caplog.text
+    expected = [line for i, line in enumerate(read_lines(tiny_corpus["train_src"]), 1) if i not in (5, 9)]
+    assert read_lines(tmp_path / "data" / "train.src.txt") == expected
+
+
+def test_length_and_ratio_filters_drop_the_right_pairs(tmp_path):
+    sources, targets = synthetic_pairs(200, seed=4)
+    sources += ["cat " * 40, "dog", "the big red house"]  # too long; ratio 1:8 below; ordinary
+    targets += ["Cat " * 40, "Dog Cat Bird Sees Likes The A Big", "House Red Big The"]
+    corpus = {
+        "train_src": write_text(tmp_path / "src", sources), "train_tgt": write_text(tmp_path / "tgt", targets),
+        "valid_src": write_text(tmp_path / "vsrc", ["cat " * 40]), "valid_tgt": write_text(tmp_path / "vtgt", ["x"]),
+    }
+    cfg = config(corpus, tmp_path / "data", max_len=30, max_len_ratio=3.0, vocab_size=80)
+    meta = prepare(cfg, progress=False)
+    src_vocab, tgt_vocab = load_vocabs(tmp_path / "data")
+    problems = [length_problem(len(src_vocab.encode(s)), len(tgt_vocab.encode(t)), cfg) for s, t in zip(sources, targets)]
+    assert problems[-3:-1] == ["too_long", "bad_ratio"] and problems[-1] is None
+    kept = [s for s, problem in zip(sources, problems) if problem is None]
+    assert read_lines(tmp_path / "data" / "train.src.txt") == kept
+    assert meta.splits["train"] == len(kept) < len(sources)
+    assert meta.splits["valid"] == 1  # over-long but kept outside train
+
+
+def test_separate_vocabularies(tiny_corpus, tmp_path):
+    out = tmp_path / "data"
+    meta = prepare(config(tiny_corpus, out, joint_vocab=False, model_type="bpe"), progress=False)
+    assert (meta.src_vocab, meta.tgt_vocab) == ("spm.src.model", "spm.tgt.model")
+    assert not (out / "spm.model").exists()
+    src_vocab, tgt_vocab = load_vocabs(out)
+    assert src_vocab is not tgt_vocab
+    assert (len(src_vocab), len(tgt_vocab)) == (meta.src_vocab_size, meta.tgt_vocab_size)
+    assert decoded(out, "test") == (read_lines(tiny_corpus["test_src"]), read_lines(tiny_corpus["test_tgt"]))
+
+
+def test_rerun_replaces_previous_outputs(tiny_corpus, tmp_path):
+    out = tmp_path / "data"
+    prepare(config(tiny_corpus, out), progress=False)
+    write_field(out, "train", "positions", ParallelData.open(out, "train").src, max_value=100)
+    meta = prepare(config(tiny_corpus, out, test_src="", test_tgt=""), progress=False)
+    assert meta.fields == {} and "test" not in meta.splits
+    assert not list(out.glob("test.*")) and not list(out.glob("*.field.*"))
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [{"train_src": ""}, {"valid_tgt": ""}, {"model_type": "wordpiece"}, {"empty_lines": "ignore"},
+     {"max_len": 5, "min_len": 6}, {"max_len_ratio": 0.5}],
+)
+def test_bad_settings(tiny_corpus, tmp_path, changes):
+    with pytest.raises(ConfigError):
+        prepare(config(tiny_corpus, tmp_path / "data", **changes), progress=False)
+
+
+def test_sentencepiece_vocab_size_bounds(tiny_corpus, tmp_path):
+    files = [tiny_corpus["train_src"]]
+    model = train_sentencepiece(files, tmp_path / "big", vocab_size=5000)
+    assert model == tmp_path / "big.model" and model.is_file()
+    with pytest.raises(ConfigError, match="vocab_size"):
+        train_sentencepiece(files, tmp_path / "small", vocab_size=8)
+
+
+@pytest.mark.skipif(not (SHARED_DATA / "small_parallel_enja").is_dir(), reason="shared data not present")
+def test_small_parallel_enja_first_2000_lines(tmp_path):
+    corpus = {}
+    for split, side, lang, count in (("train", "src", "en", 2000), ("train", "tgt", "ja", 2000),
+                                     ("valid", "src", "en", 100), ("valid", "tgt", "ja", 100)):
+        lines = read_lines(SHARED_DATA / "small_parallel_enja" / f"{split}.{lang}.gz")[:count]
+        corpus[f"{split}_{side}"] = write_text(tmp_path / f"{split}.{lang}.gz", lines)
+    cfg = config(corpus, tmp_path / "data", src_lang="en", tgt_lang="ja", vocab_size=1000,
+                 character_coverage=0.9995)
+    meta = prepare(cfg, progress=False)
+    assert 0 < meta.splits["train"] <= 2000 and meta.splits["valid"] == 100
+    sources, targets = decoded(tmp_path / "data", "train")
+    assert sources == read_lines(tmp_path / "data" / "train.src.txt")
+    raw_targets = read_lines(tmp_path / "data" / "train.tgt.txt")
+    # SentencePiece applies NFKC (full-width digits become ASCII); kanji outside the coverage become ⁇
+    for decoded_text, raw in zip(targets, raw_targets):
+        assert decoded_text == unicodedata.normalize("NFKC", raw) or "\u2047" in decoded_text
