@@ -15,6 +15,8 @@ $(BIN)/.installed: pyproject.toml
 setup: $(BIN)/.installed
 
 test: setup
+	$(BIN)/ruff check ordo tests
+	$(BIN)/mypy ordo
 	$(BIN)/python -m pytest
 
 demo: setup

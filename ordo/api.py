@@ -24,13 +24,19 @@ from torch import nn
 from ordo.build import build_model, count_parameters
 from ordo.config import ExperimentConfig, build_config, read_yaml, save_config
 from ordo.data import DataMeta
-from ordo.vocab import Vocab
 from ordo.decoding.search import Hypothesis
 from ordo.decoding.translator import translate_rows
 from ordo.errors import CheckpointError, ConfigError, InputError
 from ordo.textio import atomic_write
-from ordo.training.checkpoint import BEST_NAME, average_checkpoints, load_checkpoint, save_checkpoint, step_checkpoints
+from ordo.training.checkpoint import (
+    BEST_NAME,
+    average_checkpoints,
+    load_checkpoint,
+    save_checkpoint,
+    step_checkpoints,
+)
 from ordo.training.trainer import Progress, Trainer
+from ordo.vocab import Vocab
 
 logger = logging.getLogger("ordo")
 

@@ -49,7 +49,7 @@ class Batch:
         assert self.tgt_out is not None
         return int(self.tgt_out.ne(PAD_ID).sum())
 
-    def to(self, device: torch.device | str) -> "Batch":
+    def to(self, device: torch.device | str) -> Batch:
         """Move every tensor to ``device`` (non-blocking where possible)."""
 
         def move(t: torch.Tensor | None) -> torch.Tensor | None:

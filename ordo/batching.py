@@ -7,7 +7,7 @@ so a resumed run rebuilds it and continues at the saved position.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import torch
@@ -81,7 +81,7 @@ def collate(
     indices: np.ndarray,
     src_rows: Sequence[np.ndarray],
     tgt_rows: Sequence[np.ndarray] | None = None,
-    field_rows: dict[str, Sequence[np.ndarray]] | None = None,
+    field_rows: Mapping[str, Sequence[np.ndarray]] | None = None,
 ) -> Batch:
     """Build a :class:`Batch`: source = pieces + EOS; tgt_in = BOS + pieces; tgt_out = pieces + EOS.
 

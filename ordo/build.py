@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from torch import nn
 
@@ -99,7 +100,7 @@ def build_model(cfg: ModelConfig, src_vocab_size: int, tgt_vocab_size: int, join
     fields: list[str] = []
     for name, section in cfg.methods.items():
         method = METHODS[name]
-        method_cfg = from_dict(method.config_class, section, f"model.methods.{name}")
+        method_cfg: Any = from_dict(method.config_class, section, f"model.methods.{name}")
         method.apply(slots, method_cfg)
         losses += method.losses(method_cfg)
         fields += method.fields

@@ -171,7 +171,9 @@ def run_evaluate(args: argparse.Namespace) -> None:
     report: dict[str, Any] = {"hyp": score_files(args.hyp, args.ref, args.tokenized_bleu, args.lowercase)}
     if args.compare:
         report["compare"] = score_files(args.compare, args.ref, args.tokenized_bleu, args.lowercase)
-        report["significance"] = compare_files(args.hyp, args.compare, args.ref, args.bootstrap_samples)
+        report["significance"] = compare_files(
+            args.hyp, args.compare, args.ref, args.bootstrap_samples, lowercase=args.lowercase
+        )
     if args.json:
         print(json.dumps(report, indent=2, default=str))
         return
@@ -183,8 +185,12 @@ def run_evaluate(args: argparse.Namespace) -> None:
                 line += f"  tokenized BLEU {scores['tok_bleu']:.2f}"
             print(line)
     if "significance" in report:
-        for key, value in report["significance"].items():
-            print(f"{key}: {value}")
+        sign, boot = report["significance"]["sign_test"], report["significance"]["paired_bootstrap"]
+        print(f"sign test (Collins et al. 2005): compare better on {sign['better']}, worse on {sign['worse']}, "
+              f"ties {sign['ties']}; two-sided p = {sign['p_value']:.4g}")
+        print(f"paired bootstrap (Koehn 2004, {boot['num_samples']} samples): hyp {boot['mean_a']:.2f} "
+              f"[{boot['ci_a'][0]:.2f}, {boot['ci_a'][1]:.2f}], compare {boot['mean_b']:.2f} "
+              f"[{boot['ci_b'][0]:.2f}, {boot['ci_b'][1]:.2f}]; p(compare not better) = {boot['p_value']:.4g}")
     print(f"signature: {report['hyp']['bleu_signature']}")
 
 

@@ -101,10 +101,10 @@ class ExperimentConfig:
 
 
 PRESETS: dict[str, dict[str, Any]] = {
-    "tiny": dict(d_model=64, ffn_dim=256, heads=2, encoder_layers=2, decoder_layers=2, dropout=0.1),
-    "small": dict(d_model=256, ffn_dim=1024, heads=4, encoder_layers=3, decoder_layers=3, dropout=0.1),
-    "base": dict(d_model=512, ffn_dim=2048, heads=8, encoder_layers=6, decoder_layers=6, dropout=0.1),
-    "big": dict(d_model=1024, ffn_dim=4096, heads=16, encoder_layers=6, decoder_layers=6, dropout=0.3),
+    "tiny": {"d_model": 64, "ffn_dim": 256, "heads": 2, "encoder_layers": 2, "decoder_layers": 2, "dropout": 0.1},
+    "small": {"d_model": 256, "ffn_dim": 1024, "heads": 4, "encoder_layers": 3, "decoder_layers": 3, "dropout": 0.1},
+    "base": {"d_model": 512, "ffn_dim": 2048, "heads": 8, "encoder_layers": 6, "decoder_layers": 6, "dropout": 0.1},
+    "big": {"d_model": 1024, "ffn_dim": 4096, "heads": 16, "encoder_layers": 6, "decoder_layers": 6, "dropout": 0.3},
 }
 
 

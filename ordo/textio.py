@@ -3,24 +3,23 @@
 from __future__ import annotations
 
 import gzip
-import io
 import os
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import IO
+from typing import IO, BinaryIO
 
 from ordo.errors import InputError
 
 
-def open_binary(path: str | Path) -> IO[bytes]:
+def open_binary(path: str | Path) -> BinaryIO:
     """Open ``path`` for reading bytes, transparently decompressing ``*.gz``."""
     path = Path(path)
     if not path.is_file():
         raise InputError(f"{path}: no such file")
     if path.suffix == ".gz":
-        return gzip.open(path, "rb")
+        return gzip.open(path, "rb")  # type: ignore[return-value]
     return open(path, "rb")
 
 
@@ -52,21 +51,26 @@ def read_parallel_lines(path_a: str | Path, path_b: str | Path) -> tuple[list[st
     return lines_a, lines_b
 
 
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
 @contextmanager
 def atomic_write(path: str | Path, mode: str = "w", encoding: str | None = "utf-8") -> Iterator[IO]:
     """Write to a temporary file beside ``path`` and rename it over ``path`` only on success.
 
-    An interrupted write leaves the previous ``path`` (if any) untouched.
+    An interrupted write leaves the previous ``path`` (if any) untouched. The file gets the usual
+    permissions (0666 minus the umask), not the private ones of a temporary file.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.fchmod(fd, 0o666 & ~_umask())
+    binary = "b" in mode
     try:
-        if "b" in mode:
-            handle: IO = os.fdopen(fd, mode)
-        else:
-            handle = io.open(fd, mode, encoding=encoding, newline="\n")
-        with handle:
+        with open(fd, mode, encoding=None if binary else encoding, newline=None if binary else "\n") as handle:
             yield handle
             handle.flush()
             os.fsync(handle.fileno())

@@ -2,19 +2,21 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import torch
 from torch import nn
 from tqdm import tqdm
 
+from ordo.batch import Batch
 from ordo.batching import collate, epoch_batches
 from ordo.config import DecodeConfig
 from ordo.decoding.search import Hypothesis, beam_search, greedy_search
+from ordo.models.outputs import Seq2SeqModel
 
 
-def search_batch(model: nn.Module, batch, decode: DecodeConfig) -> list[list[Hypothesis]]:
+def search_batch(model: Seq2SeqModel, batch: Batch, decode: DecodeConfig) -> list[list[Hypothesis]]:
     """Greedy search when ``decode.beam_size`` is 1, else beam search, for one batch."""
     if decode.beam_size <= 1:
         return greedy_search(model, batch, decode.max_len_a, decode.max_len_b)
@@ -28,7 +30,7 @@ def translate_rows(
     src_rows: Sequence[np.ndarray],
     decode: DecodeConfig,
     device: torch.device | str = "cpu",
-    field_rows: dict[str, Sequence[np.ndarray]] | None = None,
+    field_rows: Mapping[str, Sequence[np.ndarray]] | None = None,
     progress: bool = False,
 ) -> list[list[Hypothesis]]:
     """Hypotheses for each source row (token ids without EOS), in input order.
@@ -46,7 +48,7 @@ def translate_rows(
         for indices in batches:
             fields = {k: [rows[i] for i in indices] for k, rows in (field_rows or {}).items()}
             batch = collate(indices, [src_rows[i] for i in indices], field_rows=fields).to(device)
-            for index, hyps in zip(indices.tolist(), search_batch(model, batch, decode)):
+            for index, hyps in zip(indices.tolist(), search_batch(model, batch, decode)):  # type: ignore[arg-type]
                 results[index] = hyps
             bar.update(len(indices))
     return results

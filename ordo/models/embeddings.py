@@ -27,6 +27,8 @@ def sinusoidal_table(num_positions: int, dim: int) -> torch.Tensor:
 class SinusoidalPositions(nn.Module):
     """A fixed table of sinusoidal encodings looked up by 1-based position ids."""
 
+    table: torch.Tensor
+
     def __init__(self, max_positions: int, dim: int) -> None:
         super().__init__()
         self.max_positions = max_positions

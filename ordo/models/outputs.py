@@ -23,7 +23,7 @@ class EncoderOutput:
     pad_mask: torch.Tensor
     extras: dict[str, torch.Tensor] = field(default_factory=dict)
 
-    def index_select(self, index: torch.Tensor) -> "EncoderOutput":
+    def index_select(self, index: torch.Tensor) -> EncoderOutput:
         """Rows ``index`` of every tensor (beam expansion, dropping finished sentences)."""
         return EncoderOutput(
             states=self.states.index_select(0, index),

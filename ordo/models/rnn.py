@@ -61,7 +61,7 @@ class MLPAttention(nn.Module):
 class ConditionalGRUDecoder(nn.Module):
     """The conditional GRU of RNNsearch* with a deep output layer."""
 
-    def __init__(self, vocab_size: int, embed_dim: int, hidden: int, context_dim: int, attention: nn.Module,
+    def __init__(self, vocab_size: int, embed_dim: int, hidden: int, context_dim: int, attention: MLPAttention,
                  dropout: float) -> None:
         super().__init__()
         self.embed = nn.Embedding(vocab_size, embed_dim, padding_idx=PAD_ID)

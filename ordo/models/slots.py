@@ -52,7 +52,7 @@ class Slots:
     encoder_wrapper: Callable[[nn.Module], nn.Module] = lambda encoder: encoder
     output: Callable[[int, int, nn.Embedding | None], nn.Module] = OutputProjection
     model_class: type[nn.Module] = TransformerModel
-    rnn_attention: Callable[[int, int, int], nn.Module] = MLPAttention
+    rnn_attention: Callable[[int, int, int], MLPAttention] = MLPAttention
     claims: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -80,25 +80,25 @@ class Slots:
     def encoder_layer_parts(self, layer_index: int) -> dict[str, Any]:
         """Constructor arguments of a baseline encoder layer, for subclasses that a method builds."""
         cfg = self.cfg
-        return dict(
-            self_attn=self.self_attention("encoder", layer_index),
-            ffn=self.feed_forward(),
-            dim=cfg.d_model,
-            dropout=cfg.dropout,
-            norm_first=cfg.norm == "pre",
-        )
+        return {
+            "self_attn": self.self_attention("encoder", layer_index),
+            "ffn": self.feed_forward(),
+            "dim": cfg.d_model,
+            "dropout": cfg.dropout,
+            "norm_first": cfg.norm == "pre",
+        }
 
     def decoder_layer_parts(self, layer_index: int) -> dict[str, Any]:
         """Constructor arguments of a baseline decoder layer, for subclasses that a method builds."""
         cfg = self.cfg
-        return dict(
-            self_attn=self.self_attention("decoder", layer_index),
-            cross_attn=CrossAttention(cfg.d_model, cfg.heads, cfg.attention_dropout),
-            ffn=self.feed_forward(),
-            dim=cfg.d_model,
-            dropout=cfg.dropout,
-            norm_first=cfg.norm == "pre",
-        )
+        return {
+            "self_attn": self.self_attention("decoder", layer_index),
+            "cross_attn": CrossAttention(cfg.d_model, cfg.heads, cfg.attention_dropout),
+            "ffn": self.feed_forward(),
+            "dim": cfg.d_model,
+            "dropout": cfg.dropout,
+            "norm_first": cfg.norm == "pre",
+        }
 
     def default_encoder_layer(self, layer_index: int) -> nn.Module:
         """A baseline encoder layer built from the (possibly replaced) self-attention slot."""

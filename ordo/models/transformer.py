@@ -191,6 +191,8 @@ class TransformerDecoder(nn.Module):
 class OutputProjection(nn.Module):
     """Logits = H W_o^T, with W_o optionally the (shared) target embedding matrix (Press & Wolf 2017)."""
 
+    weight: torch.Tensor
+
     def __init__(self, dim: int, vocab_size: int, tied: nn.Embedding | None = None) -> None:
         super().__init__()
         if tied is None:

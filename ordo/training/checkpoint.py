@@ -42,7 +42,7 @@ def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") 
         raise CheckpointError(f"{path}: no such checkpoint")
     try:
         state = torch.load(path, map_location=map_location, weights_only=True)
-    except Exception as err:  # torch raises several types for corrupt files
+    except Exception as err:  # noqa: BLE001 -- torch raises many types for a corrupt file
         raise CheckpointError(f"{path}: cannot read checkpoint ({type(err).__name__}: {err})") from None
     if not isinstance(state, dict) or "model" not in state:
         raise CheckpointError(f"{path}: not an ordo checkpoint (no model weights)")

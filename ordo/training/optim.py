@@ -13,7 +13,7 @@ from ordo.config import TrainConfig
 def build_optimizer(model: nn.Module, cfg: TrainConfig) -> torch.optim.Optimizer:
     """Adam (β1, β2, ε from the config), or AdamW when ``weight_decay`` > 0."""
     params = [p for p in model.parameters() if p.requires_grad]
-    kwargs = dict(lr=cfg.warmup_init_lr, betas=cfg.adam_betas, eps=cfg.adam_eps)
+    kwargs = {"lr": cfg.warmup_init_lr, "betas": cfg.adam_betas, "eps": cfg.adam_eps}
     if cfg.weight_decay > 0:
         return torch.optim.AdamW(params, weight_decay=cfg.weight_decay, **kwargs)  # type: ignore[arg-type]
     return torch.optim.Adam(params, **kwargs)  # type: ignore[arg-type]

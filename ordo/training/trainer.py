@@ -26,14 +26,20 @@ from ordo.batch import Batch
 from ordo.batching import collate, epoch_batches
 from ordo.config import ExperimentConfig, to_dict
 from ordo.data import ParallelData
-from ordo.vocab import Vocab
 from ordo.decoding.translator import translate_rows
 from ordo.evaluation.bleu import corpus_scores
 from ordo.losses import AuxLoss, label_smoothed_nll
 from ordo.textio import read_lines
-from ordo.training.checkpoint import BEST_NAME, load_checkpoint, prune_checkpoints, save_checkpoint, step_checkpoints
+from ordo.training.checkpoint import (
+    BEST_NAME,
+    load_checkpoint,
+    prune_checkpoints,
+    save_checkpoint,
+    step_checkpoints,
+)
 from ordo.training.distributed import DistributedContext
 from ordo.training.optim import build_optimizer, inverse_sqrt_lr, set_lr
+from ordo.vocab import Vocab
 
 logger = logging.getLogger("ordo.train")
 

@@ -7,9 +7,8 @@
 #   --download  fetch the public raw files from github.com/multi30k/dataset into --data-dir first
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
-root="$(cd "$here/../.." && pwd)"
-data_dir="$root/../shared/data/multi30k"
-work="$root/work/multi30k"
+data_dir="$here/../../../shared/data/multi30k"
+work="$here/../../work/multi30k"
 minutes=60
 download=0
 while [ $# -gt 0 ]; do
@@ -21,8 +20,8 @@ while [ $# -gt 0 ]; do
     *) echo "unknown option $1" >&2; exit 2 ;;
   esac
 done
-ordo="$root/.venv/bin/ordo"
-[ -x "$ordo" ] || make -C "$root" setup
+src=en tgt=de train_split=train valid_split=valid tests="test2016 test2017"
+source "$here/../lib.sh"
 
 if [ "$download" = 1 ]; then
   base=https://github.com/multi30k/dataset/raw/master/data/task1/raw
@@ -33,25 +32,7 @@ if [ "$download" = 1 ]; then
     done
   done
 fi
-
 mkdir -p "$work"
-if [ ! -f "$work/data/data.yaml" ]; then
-  "$ordo" prepare "$here/prepare.yaml" --out "$work/data" \
-    --train-src "$data_dir/train.en.gz" --train-tgt "$data_dir/train.de.gz" \
-    --valid-src "$data_dir/valid.en.gz" --valid-tgt "$data_dir/valid.de.gz" \
-    --test-src "$data_dir/test2016.en.gz" --test-tgt "$data_dir/test2016.de.gz"
-fi
-start=$(date +%s)
-"$ordo" train "$here/train.yaml" --data "$work/data" --out "$work/run" --set "train.max_minutes=$minutes"
-train_seconds=$(( $(date +%s) - start ))
-"$ordo" average --model "$work/run" --last 5
-for test in test2016 test2017; do
-  zcat "$data_dir/$test.en.gz" > "$work/$test.en"
-  zcat "$data_dir/$test.de.gz" > "$work/$test.de"
-  for ckpt in best averaged; do
-    "$ordo" translate --model "$work/run" --checkpoint "$ckpt" --input "$work/$test.en" --output "$work/$test.$ckpt.hyp"
-    echo "== $test ($ckpt checkpoint)"
-    "$ordo" evaluate --hyp "$work/$test.$ckpt.hyp" --ref "$work/$test.de" --tokenized-bleu
-  done
-done
-echo "training wall time (incl. validation): ${train_seconds}s"
+recipe_prepare
+recipe_train
+recipe_score

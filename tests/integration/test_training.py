@@ -60,7 +60,7 @@ def test_auxiliary_loss_is_weighted_logged_and_optimised(small_data, tmp_path, m
         return output.extras["enc_norm"]
 
     def apply(slots, cfg):
-        wrap = lambda encoder: NormReporting(encoder)  # noqa: E731
+        wrap = lambda encoder: NormReporting(encoder)
         slots.claim("encoder_wrapper", "shrink", wrap)
 
     monkeypatch.setitem(METHODS, "shrink", Method("shrink", ShrinkConfig, apply,

@@ -62,7 +62,7 @@ def toy_conflict_apply(slots, cfg):
 
 @pytest.fixture
 def toy_methods(monkeypatch):
-    loss = lambda cfg: [AuxLoss("toy_norm", cfg.weight, lambda out, batch: out.extras["toy_norm"].mean())]  # noqa: E731
+    loss = lambda cfg: [AuxLoss("toy_norm", cfg.weight, lambda out, batch: out.extras["toy_norm"].mean())]
     monkeypatch.setitem(METHODS, "toy", Method("toy", ToyConfig, toy_apply, loss, fields=("toy_field",)))
     monkeypatch.setitem(METHODS, "toy_rel", Method("toy_rel", ToyConfig, toy_relations_apply))
     monkeypatch.setitem(METHODS, "toy_conflict", Method("toy_conflict", ToyConfig, toy_conflict_apply))

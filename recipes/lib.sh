@@ -1,0 +1,37 @@
+# Shared steps of the recipes (sourced by recipes/*/run.sh after they set: here, data_dir, work, minutes,
+# src, tgt, train_split, valid_split, tests).
+set -euo pipefail
+root="$(cd "$here/../.." && pwd)"
+ordo="$root/.venv/bin/ordo"
+[ -x "$ordo" ] || make -C "$root" setup
+
+recipe_prepare() {
+  local first_test="${tests%% *}"
+  if [ ! -f "$work/data/data.yaml" ]; then
+    "$ordo" prepare "$here/prepare.yaml" --out "$work/data" \
+      --train-src "$data_dir/$train_split.$src.gz" --train-tgt "$data_dir/$train_split.$tgt.gz" \
+      --valid-src "$data_dir/$valid_split.$src.gz" --valid-tgt "$data_dir/$valid_split.$tgt.gz" \
+      --test-src "$data_dir/$first_test.$src.gz" --test-tgt "$data_dir/$first_test.$tgt.gz"
+  fi
+}
+
+recipe_train() {
+  local start
+  start=$(date +%s)
+  "$ordo" train "$here/train.yaml" --data "$work/data" --out "$work/run" --set "train.max_minutes=$minutes"
+  echo "training wall time (validation included): $(( $(date +%s) - start ))s" | tee "$work/train_time.txt"
+}
+
+recipe_score() {
+  "$ordo" average --model "$work/run" --last 4
+  for test in $tests; do
+    zcat "$data_dir/$test.$src.gz" > "$work/$test.$src"
+    zcat "$data_dir/$test.$tgt.gz" > "$work/$test.$tgt"
+    for ckpt in best averaged; do
+      "$ordo" translate --model "$work/run" --checkpoint "$ckpt" --input "$work/$test.$src" \
+        --output "$work/$test.$ckpt.hyp"
+      echo "== $test ($ckpt checkpoint)"
+      "$ordo" evaluate --hyp "$work/$test.$ckpt.hyp" --ref "$work/$test.$tgt" --tokenized-bleu
+    done
+  done
+}
