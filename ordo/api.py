@@ -146,22 +146,25 @@ class LoadedRun:
     tgt_vocab: Vocab
     device: torch.device
 
-    def encode_sources(self, sentences: list[str]) -> list:
-        """Source token rows; an over-long sentence is an error naming its (1-based) line."""
+    def encode_sources(self, sentences: list[str], source: str = "input") -> list:
+        """Source token rows; an over-long sentence is an error naming ``source`` and its (1-based) line."""
         import numpy as np
 
         limit = self.cfg.model.max_positions - 1
         rows = []
         for line, ids in enumerate(self.src_vocab.encode_batch(sentences), start=1):
             if len(ids) > limit:
-                raise InputError(f"input line {line}: {len(ids)} pieces, more than model.max_positions-1={limit}")
+                raise InputError(f"{source}:{line}: {len(ids)} pieces, more than model.max_positions-1={limit}")
             rows.append(np.asarray(ids, dtype=np.int64))
         return rows
 
-    def translate_hypotheses(self, sentences: list[str], progress: bool = False, **decode: Any) -> list[list[Hypothesis]]:
+    def translate_hypotheses(
+        self, sentences: list[str], progress: bool = False, source: str = "input", **decode: Any
+    ) -> list[list[Hypothesis]]:
         """N-best hypotheses (token ids) for each sentence; ``decode`` overrides DecodeConfig fields."""
         cfg = dataclasses.replace(self.cfg.decode, **decode)
-        return translate_rows(self.model, self.encode_sources(sentences), cfg, self.device, progress=progress)
+        rows = self.encode_sources(sentences, source)
+        return translate_rows(self.model, rows, cfg, self.device, progress=progress)
 
     def translate(self, sentences: list[str], **decode: Any) -> list[str]:
         """Detokenized best translation of each sentence (an empty input line gives an empty output)."""

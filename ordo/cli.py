@@ -138,12 +138,15 @@ def _decode_overrides(args: argparse.Namespace) -> dict[str, Any]:
 def run_translate(args: argparse.Namespace) -> None:
     """``ordo translate``: one line out per line in (n-best: ``i ||| text ||| score`` lines)."""
     from ordo import api
-    from ordo.textio import atomic_write, read_lines
+    from ordo.textio import atomic_write, iter_stream_lines, read_lines
 
     run = api.load_run(args.model, args.checkpoint, args.device)
-    lines = read_lines(args.input) if args.input else [line.rstrip("\r\n") for line in sys.stdin]
+    if args.input:
+        lines = read_lines(args.input)
+    else:
+        lines = [text for _, text in iter_stream_lines(sys.stdin.buffer, "<stdin>")]
     overrides = _decode_overrides(args)
-    hyps = run.translate_hypotheses(lines, progress=True, **overrides)
+    hyps = run.translate_hypotheses(lines, progress=True, source=args.input or "<stdin>", **overrides)
     nbest = overrides.get("nbest", run.cfg.decode.nbest)
     if nbest > 1:
         out = [f"{i} ||| {run.detokenize(h)} ||| {h.score:.4f}" for i, hs in enumerate(hyps) for h in hs]

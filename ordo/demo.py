@@ -47,7 +47,7 @@ def run_demo(out: Path, minutes: float = 4.0, seed: int = 1, train_size: int = 2
     prep = PrepareConfig(
         train_src=str(splits["train"][0]), train_tgt=str(splits["train"][1]),
         valid_src=str(splits["valid"][0]), valid_tgt=str(splits["valid"][1]),
-        out=str(out / "data"), src_lang="svo", tgt_lang="sov", vocab_size=400, seed=seed,
+        out=str(out / "data"), src_lang="svo", tgt_lang="sov", vocab_size=200, seed=seed,
     )
     prepare(prep, progress=False)
     raw = demo_config(out / "data", seed, max_steps)

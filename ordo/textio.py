@@ -30,12 +30,17 @@ def iter_lines(path: str | Path) -> Iterator[tuple[int, str]]:
         InputError: naming the file and line when a line is not valid UTF-8.
     """
     with open_binary(path) as handle:
-        for line_number, raw in enumerate(handle, start=1):
-            try:
-                text = raw.decode("utf-8")
-            except UnicodeDecodeError as err:
-                raise InputError(f"{path}:{line_number}: invalid UTF-8 ({err.reason} at byte {err.start})") from None
-            yield line_number, text.rstrip("\r\n")
+        yield from iter_stream_lines(handle, str(path))
+
+
+def iter_stream_lines(stream: BinaryIO, name: str) -> Iterator[tuple[int, str]]:
+    """As :func:`iter_lines` for an open binary stream (e.g. ``sys.stdin.buffer``) called ``name``."""
+    for line_number, raw in enumerate(stream, start=1):
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as err:
+            raise InputError(f"{name}:{line_number}: invalid UTF-8 ({err.reason} at byte {err.start})") from None
+        yield line_number, text.rstrip("\r\n")
 
 
 def read_lines(path: str | Path) -> list[str]:

@@ -1,9 +1,36 @@
-# Shared steps of the recipes (sourced by recipes/*/run.sh after they set: here, data_dir, work, minutes,
-# src, tgt, train_split, valid_split, tests).
+# Shared steps of the recipes. A recipe's run.sh sets here, data_dir, work, src, tgt, train_split,
+# valid_split and tests, defines download_data, then calls: recipe_main "$@".
 set -euo pipefail
 root="$(cd "$here/../.." && pwd)"
 ordo="$root/.venv/bin/ordo"
-[ -x "$ordo" ] || make -C "$root" setup
+
+recipe_usage() {
+  echo "usage: $0 [--data-dir DIR] [--work DIR] [--minutes N] [--download]" >&2
+  exit 2
+}
+
+recipe_main() {
+  local minutes_arg=60 download=0
+  while [ $# -gt 0 ]; do
+    case "$1" in
+      --data-dir) data_dir="$2"; shift 2 ;;
+      --work) work="$2"; shift 2 ;;
+      --minutes) minutes_arg="$2"; shift 2 ;;
+      --download) download=1; shift ;;
+      *) recipe_usage ;;
+    esac
+  done
+  minutes="$minutes_arg"
+  [ -x "$ordo" ] || make -C "$root" setup
+  if [ "$download" = 1 ]; then
+    mkdir -p "$data_dir"
+    download_data
+  fi
+  mkdir -p "$work"
+  recipe_prepare
+  recipe_train
+  recipe_score
+}
 
 recipe_prepare() {
   local first_test="${tests%% *}"

@@ -9,30 +9,16 @@ set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 data_dir="$here/../../../shared/data/small_parallel_enja"
 work="$here/../../work/small_parallel_enja"
-minutes=60
-download=0
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --data-dir) data_dir="$2"; shift 2 ;;
-    --work) work="$2"; shift 2 ;;
-    --minutes) minutes="$2"; shift 2 ;;
-    --download) download=1; shift ;;
-    *) echo "unknown option $1" >&2; exit 2 ;;
-  esac
-done
 src=ja tgt=en train_split=train valid_split=valid tests="test"
-source "$here/../lib.sh"
 
-if [ "$download" = 1 ]; then
-  base=https://raw.githubusercontent.com/odashi/small_parallel_enja/master
-  mkdir -p "$data_dir"
+download_data() {
+  local base=https://raw.githubusercontent.com/odashi/small_parallel_enja/master split lang
   for split in train dev:valid test; do
     for lang in ja en; do
       curl -fsSL "$base/${split%%:*}.$lang" | gzip > "$data_dir/${split##*:}.$lang.gz"
     done
   done
-fi
-mkdir -p "$work"
-recipe_prepare
-recipe_train
-recipe_score
+}
+
+source "$here/../lib.sh"
+recipe_main "$@"

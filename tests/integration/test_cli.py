@@ -46,6 +46,11 @@ def test_nbest_output_format(demo_data, tmp_path, capsys):
     assert len(lines) == 3 and all(line.startswith("0 ||| ") for line in lines)
     scores = [float(line.rsplit("|||", 1)[1]) for line in lines]
     assert scores == sorted(scores, reverse=True)
+    src.write_text("the dog .\n" + " ".join(["dog"] * 1100) + "\n")
+    capsys.readouterr()
+    assert main(["translate", "--model", str(run), "--input", str(src), "--output", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "in.txt:2:" in err and "max_positions" in err
 
 
 def write_gz(path, lines: bytes):

@@ -111,3 +111,11 @@ def test_corrupt_checkpoint_is_a_clear_error(small_data, tmp_path):
     path.write_bytes(path.read_bytes()[:100])
     with pytest.raises(CheckpointError, match="step_2.pt: cannot read checkpoint"):
         api.load_run(tmp_path / "run", "last")
+
+
+def test_early_stopping_after_patience_validations_without_improvement(small_data, tmp_path):
+    cfg = config(small_data, "train.lr=0", "train.warmup_init_lr=0", "train.max_steps=100", "train.valid_every=2",
+                 "train.patience=2", "train.best_metric=loss")
+    progress = api.train(cfg, tmp_path / "run")
+    assert progress.step == 6 and progress.bad_validations == 2
+    assert "no improvement in 2 validations" in (tmp_path / "run" / "train.log").read_text()

@@ -90,3 +90,16 @@ def test_relation_attention_gradients_reach_relation_tables():
     attn = RelationSelfAttention(dim=8, heads=2, num_relations=5)
     attn(torch.randn(2, 3, 8), relations=torch.randint(0, 5, (1, 3, 3))).sum().backward()
     assert attn.rel_keys.weight.grad.abs().sum() > 0 and attn.rel_values.weight.grad.abs().sum() > 0
+
+
+def test_beam_one_equals_greedy_and_batched_equals_single_on_the_transformer():
+    from ordo.decoding.search import beam_search, greedy_search
+
+    model = tiny_model()
+    batch = make_batch()
+    greedy = greedy_search(model, batch, max_len_a=1.0, max_len_b=4)
+    beam1 = beam_search(model, batch, beam_size=1, max_len_a=1.0, max_len_b=4)
+    assert [h[0].tokens for h in greedy] == [h[0].tokens for h in beam1]
+    beam4 = beam_search(model, batch, beam_size=4, max_len_a=1.0, max_len_b=4)
+    alone = Batch(batch.src_tokens[1:2, :4], batch.src_lengths[1:2], torch.arange(1))
+    assert beam_search(model, alone, beam_size=4, max_len_a=1.0, max_len_b=4)[0][0].tokens == beam4[1][0].tokens
