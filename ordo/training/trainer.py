@@ -8,6 +8,7 @@ that is interrupted and resumed ends with the same parameters as one that is not
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import math
 import time
@@ -250,7 +251,7 @@ class Trainer:
             count = min(count, self.tcfg.valid_max_sentences)
         rows = [self.valid_data.src[i] for i in range(count)]
         fields = {name: [self.valid_data.fields[name][i] for i in range(count)] for name in self.fields}
-        decode = self.cfg.decode.__class__(**{**vars(self.cfg.decode), "beam_size": self.tcfg.valid_beam, "nbest": 1})
+        decode = dataclasses.replace(self.cfg.decode, beam_size=self.tcfg.valid_beam, nbest=1)
         with self.autocast():
             hyps = translate_rows(self.model, rows, decode, self.device, fields)
         texts = [self.tgt_vocab.decode(h[0].tokens) for h in hyps]

@@ -10,7 +10,7 @@ from ordo.textio import atomic_write, iter_stream_lines, read_lines
 
 
 def test_stream_lines_name_the_stream_and_line_on_bad_utf8():
-    stream = io.BytesIO("ok\r\nfine\n".encode() + b"\xc3\x28\n")
+    stream = io.BytesIO(b"ok\r\nfine\n" + b"\xc3\x28\n")
     lines = iter_stream_lines(stream, "<stdin>")
     assert [next(lines), next(lines)] == [(1, "ok"), (2, "fine")]
     with pytest.raises(InputError, match="<stdin>:3: invalid UTF-8"):
