@@ -74,7 +74,7 @@ def _add_evaluate(sub: argparse._SubParsersAction) -> None:
 def _add_demo(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("demo", help="synthetic SVO->SOV pair: prepare, train a tiny model, translate, score")
     p.add_argument("--out", default="demo_run")
-    p.add_argument("--minutes", type=float, default=4.0, help="training time budget")
+    p.add_argument("--minutes", type=float, default=0.0, help="optional cap on training minutes (0: none)")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--train-size", type=int, default=20000)
 
