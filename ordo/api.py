@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 import yaml
 from torch import nn
@@ -146,10 +147,8 @@ class LoadedRun:
     tgt_vocab: Vocab
     device: torch.device
 
-    def encode_sources(self, sentences: list[str], source: str = "input") -> list:
+    def encode_sources(self, sentences: list[str], source: str = "input") -> list[np.ndarray]:
         """Source token rows; an over-long sentence is an error naming ``source`` and its (1-based) line."""
-        import numpy as np
-
         limit = self.cfg.model.max_positions - 1
         rows = []
         for line, ids in enumerate(self.src_vocab.encode_batch(sentences), start=1):
