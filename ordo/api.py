@@ -15,7 +15,7 @@ import shutil
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 import numpy as np
 import torch
@@ -42,13 +42,26 @@ from ordo.vocab import Vocab
 logger = logging.getLogger("ordo")
 
 
+class _StderrHandler(logging.StreamHandler):
+    """Writes to whatever ``sys.stderr`` is when a record is emitted, so a later redirection (a notebook,
+    pytest's capture) is honoured instead of a stream closed since set-up."""
+
+    @property  # type: ignore[override]
+    def stream(self) -> TextIO:
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value: TextIO) -> None:
+        pass
+
+
 def setup_logging(log_file: Path | None = None, level: int = logging.INFO) -> None:
     """Log ``ordo.*`` messages to stderr and, if given, to ``log_file`` (appending)."""
     root = logging.getLogger("ordo")
     root.setLevel(level)
     formatter = logging.Formatter("%(asctime)s | %(name)s | %(message)s", "%Y-%m-%d %H:%M:%S")
     if not any(getattr(h, "_ordo_stderr", False) for h in root.handlers):
-        handler = logging.StreamHandler(sys.stderr)
+        handler = _StderrHandler()
         handler._ordo_stderr = True  # type: ignore[attr-defined]
         handler.setFormatter(formatter)
         root.addHandler(handler)

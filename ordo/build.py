@@ -70,12 +70,12 @@ def assemble_transformer(slots: Slots, src_vocab_size: int, tgt_vocab_size: int)
 
 
 def assemble_rnn(slots: Slots, src_vocab_size: int, tgt_vocab_size: int) -> nn.Module:
-    """RNNsearch* (SPEC §4): embeddings and GRU states of width d_model, context 2·d_model."""
+    """RNNsearch* (SPEC §4): embeddings of width embed_dim, GRU states of width d_model, context 2·d_model."""
     cfg = slots.cfg
-    dim = cfg.d_model
-    encoder = BiGRUEncoder(src_vocab_size, dim, dim, cfg.dropout)
+    dim, embed_dim = cfg.d_model, cfg.embed_dim or cfg.d_model
+    encoder = BiGRUEncoder(src_vocab_size, embed_dim, dim, cfg.dropout)
     attention = slots.rnn_attention(dim, 2 * dim, dim)
-    decoder = ConditionalGRUDecoder(tgt_vocab_size, dim, dim, 2 * dim, attention, cfg.dropout)
+    decoder = ConditionalGRUDecoder(tgt_vocab_size, embed_dim, dim, 2 * dim, attention, cfg.dropout)
     return RNNSearchModel(encoder, decoder)
 
 

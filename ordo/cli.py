@@ -32,7 +32,7 @@ def _add_train(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("train", help="train a model (resumes when RUN_DIR holds checkpoints)")
     p.add_argument("config", nargs="?", help="YAML experiment config")
     p.add_argument("--data", help="directory written by `ordo prepare`")
-    p.add_argument("--preset", choices=["tiny", "small", "base", "big"])
+    p.add_argument("--preset", choices=["tiny", "small", "base", "big", "rnn-tiny", "rnn-small", "rnn-base"])
     p.add_argument("--out", required=True, help="run directory (checkpoints, log, config)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="e.g. train.lr=5e-4")
 
@@ -79,11 +79,72 @@ def _add_demo(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--train-size", type=int, default=20000)
 
 
+def _add_analyze(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("analyze", help="the papers' analyses: system tables, robustness, BLEU by length")
+    kinds = p.add_subparsers(dest="analysis", required=True)
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--src", required=True, help="test source (raw text, as ordo translate reads it)")
+    common.add_argument("--ref", required=True, help="test reference")
+    common.add_argument("--out", required=True, help="folder for the tables (.md, .tsv), plots and outputs")
+    common.add_argument("--tokenized-bleu", action="store_true",
+                        help="score with multi-bleu.perl's BLEU (pre-tokenized data); default sacreBLEU")
+    runs = argparse.ArgumentParser(add_help=False)
+    runs.add_argument("--run", action="append", required=True, metavar="NAME=RUN_DIR",
+                      help="a system (repeat; the first is the baseline)")
+    runs.add_argument("--checkpoint", default="best", help="best | last | averaged | a path")
+    runs.add_argument("--beam", type=int, help="beam size for every system (default: each run's own)")
+    runs.add_argument("--device", default="auto")
+    kinds.add_parser("systems", parents=[common, runs],
+                     help="BLEU, sign test against the first run, parameters, training and translation speed")
+    robust = kinds.add_parser("robustness", parents=[common, runs],
+                              help="BLEU against the share of swapped source words (paper 001, 6.5)")
+    robust.add_argument("--step", type=int, default=10, help="percent between swap levels (0..100)")
+    robust.add_argument("--seed", type=int, default=1)
+    length = kinds.add_parser("length", parents=[common], help="BLEU by source-length group (paper 004, 5.4)")
+    length.add_argument("--hyp", action="append", required=True, metavar="NAME=FILE", help="a system's output")
+    length.add_argument("--groups", type=int, default=6, help="groups of about equal size")
+    length.add_argument("--bounds", help="explicit upper bounds of the groups in words, e.g. 10,20,30")
+    attention = kinds.add_parser("attention", parents=[common],
+                                 help="PNG of one sentence's attention matrix per run (paper 003, Figures 1, 4)")
+    attention.add_argument("--run", action="append", required=True, metavar="NAME=RUN_DIR")
+    attention.add_argument("--line", type=int, default=1, help="1-based line of --src/--ref to show")
+    attention.add_argument("--checkpoint", default="best")
+    attention.add_argument("--device", default="auto")
+    sim = kinds.add_parser("sim", help="Sim (paper 000, Eq. 12) of ExGRE/ReFSR runs against aligned target order")
+    sim.add_argument("--run", action="append", required=True, metavar="NAME=RUN_DIR")
+    sim.add_argument("--data", required=True, help="data directory prepared with reorder_positions: true")
+    sim.add_argument("--split", default="test")
+    sim.add_argument("--checkpoint", default="best")
+    sim.add_argument("--device", default="auto")
+
+
+def _add_alignment_verbs(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("align", help="word-align a parallel corpus (both directions, symmetrized; Pharaoh i-j)")
+    p.add_argument("--src", required=True)
+    p.add_argument("--tgt", required=True)
+    p.add_argument("--out", required=True, help="Pharaoh file, 0-based, one line per pair")
+    p.add_argument("--aligner", default="eflomal", help="eflomal | fast_align")
+    p.add_argument("--symmetrization", default="grow-diag-final-and",
+                   help="grow-diag-final-and | intersection | union")
+    p.add_argument("--model", help="a trained run (rnn family): links from its attention by forced decoding")
+    p.add_argument("--checkpoint", default="best")
+    p.add_argument("--device", default="auto")
+    e = sub.add_parser("evaluate-alignment", help="AER, precision and recall against gold sure/possible links")
+    e.add_argument("--hyp", required=True, help="Pharaoh links, 0-based (as ordo align writes them)")
+    e.add_argument("--gold", required=True, help="gold links: i-j sure, ipj possible; 1-based (.talp)")
+    e.add_argument("--gold-zero-based", action="store_true")
+    e.add_argument("--first", type=int, default=0, help="score only the first N sentences")
+    r = sub.add_parser("reorder", help="write sources in target word order from alignments (paper 000 oracle)")
+    r.add_argument("--src", required=True)
+    r.add_argument("--align", required=True, help="Pharaoh links of --src with its targets, 0-based")
+    r.add_argument("--out", required=True)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``ordo`` argument parser with all its verbs."""
     parser = argparse.ArgumentParser(prog="ordo", description="NMT toolkit with a focus on word order")
     sub = parser.add_subparsers(dest="verb", required=True)
-    for add in (_add_prepare, _add_train, _add_translate, _add_average, _add_evaluate, _add_demo):
+    for add in (_add_prepare, _add_train, _add_translate, _add_average, _add_evaluate, _add_analyze, _add_alignment_verbs, _add_demo):
         add(sub)
     return parser
 
@@ -197,6 +258,103 @@ def run_evaluate(args: argparse.Namespace) -> None:
     print(f"signature: {report['hyp']['bleu_signature']}")
 
 
+def _named(items: list[str], flag: str) -> list[tuple[str, Path]]:
+    pairs = []
+    for item in items:
+        name, sep, path = item.partition("=")
+        if not sep or not name or not path:
+            raise OrdoError(f"{flag} {item}: expected NAME=PATH")
+        pairs.append((name, Path(path)))
+    return pairs
+
+
+def run_analyze(args: argparse.Namespace) -> None:
+    """``ordo analyze systems|robustness|length``: tables (.md, .tsv) and plots under --out."""
+    from ordo.analysis import report
+    from ordo.api import setup_logging
+    from ordo.evaluation.bleu import read_hyp_ref
+
+    setup_logging()
+    if args.analysis == "sim":
+        print(report.sim_report(_named(args.run, "--run"), Path(args.data), args.split, args.checkpoint, args.device))
+        return
+    sources, refs = read_hyp_ref(args.src, args.ref)
+    out = Path(args.out)
+    if args.analysis == "length":
+        bounds = [int(b) for b in args.bounds.split(",")] if args.bounds else None
+        systems = [(name, read_hyp_ref(path, args.ref)[0]) for name, path in _named(args.hyp, "--hyp")]
+        print(report.length_report(systems, sources, refs, out, args.tokenized_bleu, args.groups, bounds))
+        return
+    runs = _named(args.run, "--run")
+    if args.analysis == "attention":
+        for path in report.attention_plots(runs, sources, refs, args.line, out, args.checkpoint, args.device):
+            print(path)
+        return
+    decode = {"beam_size": args.beam} if args.beam else {}
+    if args.analysis == "systems":
+        print(report.systems_report(runs, sources, refs, out, args.checkpoint, args.tokenized_bleu, args.device,
+                                    **decode))
+    else:
+        fractions = [p / 100 for p in range(0, 101, args.step)]
+        print(report.robustness_report(runs, sources, refs, out, fractions, args.seed, args.checkpoint,
+                                       args.tokenized_bleu, args.device, **decode))
+
+
+def run_align(args: argparse.Namespace) -> None:
+    """``ordo align``: with an aligner, or from a trained model's attention (``--model``)."""
+    from ordo.alignment.aligners import write_alignment
+    from ordo.api import setup_logging
+
+    setup_logging()
+    if args.model:
+        from ordo import api
+        from ordo.alignment.attention_align import align_with_model
+        from ordo.alignment.links import format_links
+        from ordo.evaluation.bleu import read_hyp_ref
+        from ordo.textio import atomic_write
+
+        sources, targets = read_hyp_ref(args.src, args.tgt)
+        run = api.load_run(args.model, args.checkpoint, args.device)
+        with atomic_write(args.out) as handle:
+            handle.writelines(format_links(links) + "\n" for links in align_with_model(run, sources, targets))
+        print(f"{len(sources)} alignments from {args.model}'s attention -> {args.out}")
+        return
+    print(f"{write_alignment(args.src, args.tgt, args.out, args.aligner, args.symmetrization)} alignments -> {args.out}")
+
+
+def run_evaluate_alignment(args: argparse.Namespace) -> None:
+    """``ordo evaluate-alignment``: AER (Och & Ney 2003) of --hyp against --gold."""
+    from itertools import islice
+
+    from ordo.alignment.aer import alignment_error_rate
+    from ordo.alignment.links import read_links
+
+    golds = list(read_links(args.gold, one_based=not args.gold_zero_based))
+    if args.first:
+        golds = golds[: args.first]
+    hyps = [links.sure for links in islice(read_links(args.hyp), len(golds))]
+    result = alignment_error_rate(hyps, golds)
+    print(f"AER {100 * result.aer:.2f}  precision {100 * result.precision:.2f}  recall {100 * result.recall:.2f}"
+          f"  ({result.sentences} sentences)")
+
+
+def run_reorder(args: argparse.Namespace) -> None:
+    """``ordo reorder``: each source line with its words moved to their target-order slots."""
+    from ordo.alignment.links import check_range, read_links, split_words
+    from ordo.alignment.target_order import reorder_words, target_order
+    from ordo.errors import InputError
+    from ordo.textio import atomic_write, iter_lines
+
+    with atomic_write(args.out) as handle:
+        lines, alignments = iter_lines(args.src), read_links(args.align)
+        for (number, text), links in zip(lines, alignments):
+            words = split_words(text)
+            check_range(links.sure, len(words), None, f"{args.align}:{number}")
+            handle.write(" ".join(reorder_words(words, target_order(len(words), links.sure))) + "\n")
+        if next(lines, None) is not None or next(alignments, None) is not None:
+            raise InputError(f"{args.src} and {args.align} have different numbers of lines")
+
+
 def run_demo(args: argparse.Namespace) -> None:
     """``ordo demo``."""
     from ordo.demo import run_demo as demo
@@ -206,7 +364,8 @@ def run_demo(args: argparse.Namespace) -> None:
 
 VERBS = {
     "prepare": run_prepare, "train": run_train, "translate": run_translate, "average": run_average,
-    "evaluate": run_evaluate, "demo": run_demo,
+    "evaluate": run_evaluate, "analyze": run_analyze, "align": run_align,
+    "evaluate-alignment": run_evaluate_alignment, "reorder": run_reorder, "demo": run_demo,
 }
 
 

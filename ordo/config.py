@@ -28,9 +28,10 @@ T = TypeVar("T")
 class ModelConfig:
     """Architecture of the baseline and the methods switched on over it (SPEC §0)."""
 
-    preset: str = "small"  # tiny | small | base | big: fills every field below that the config leaves out
+    preset: str = "small"  # tiny|small|base|big, rnn-tiny|rnn-small|rnn-base: fills the fields the config leaves out
     family: str = "transformer"  # transformer | rnn (attention RNN, RNNsearch*)
-    d_model: int = 256  # model width d
+    d_model: int = 256  # model width d (family rnn: the GRU state width)
+    embed_dim: int = 0  # family rnn: word embedding width (0: d_model)
     ffn_dim: int = 1024  # hidden width of the position-wise feed-forward network
     heads: int = 4  # attention heads
     encoder_layers: int = 3  # N encoder layers
@@ -62,6 +63,7 @@ class TrainConfig:
     weight_decay: float = 0.0  # decoupled weight decay (AdamW); 0 is plain Adam
     clip_norm: float = 0.0  # gradient norm clipping (0: off)
     label_smoothing: float = 0.1  # label smoothing epsilon
+    init_from: str = ""  # a checkpoint whose weights initialise a new run (its missing parameters stay random)
     valid_every: int = 1000  # validate every K updates (and at the end)
     valid_bleu: bool = True  # decode the dev set and report BLEU at each validation
     valid_beam: int = 1  # beam size for validation BLEU (1: greedy)
@@ -105,6 +107,10 @@ PRESETS: dict[str, dict[str, Any]] = {
     "small": {"d_model": 256, "ffn_dim": 1024, "heads": 4, "encoder_layers": 3, "decoder_layers": 3, "dropout": 0.1},
     "base": {"d_model": 512, "ffn_dim": 2048, "heads": 8, "encoder_layers": 6, "decoder_layers": 6, "dropout": 0.1},
     "big": {"d_model": 1024, "ffn_dim": 4096, "heads": 16, "encoder_layers": 6, "decoder_layers": 6, "dropout": 0.3},
+    # RNNsearch* (SPEC §4); rnn-base is the paper's size: 620-dim embeddings, 1000-dim GRUs
+    "rnn-tiny": {"family": "rnn", "d_model": 64, "embed_dim": 64, "dropout": 0.1},
+    "rnn-small": {"family": "rnn", "d_model": 256, "embed_dim": 256, "dropout": 0.2},
+    "rnn-base": {"family": "rnn", "d_model": 1000, "embed_dim": 620, "dropout": 0.2},
 }
 
 
@@ -139,7 +145,7 @@ def _coerce(value: Any, hint: Any, where: str) -> Any:
     if origin is dict:
         if not isinstance(value, dict):
             raise ConfigError(f"{where}: expected a mapping, got {value!r}")
-        return {k: ({} if v is None else v) for k, v in value.items()}
+        return {k: ({} if v is None or v == "" else v) for k, v in value.items()}
     if hint is float and isinstance(value, int) and not isinstance(value, bool):
         return float(value)
     if hint in (int, float, str, bool) and not (isinstance(value, hint) and not (hint is int and isinstance(value, bool))):

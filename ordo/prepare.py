@@ -27,6 +27,8 @@ from pathlib import Path
 
 from tqdm import tqdm
 
+from ordo.alignment.aligners import ALIGNERS
+from ordo.alignment.symmetrize import SYMMETRIZATIONS
 from ordo.data import META_NAME, DataMeta, TokenArrayWriter
 from ordo.errors import ConfigError, InputError
 from ordo.textio import atomic_write, iter_lines
@@ -62,6 +64,9 @@ class PrepareConfig:
     empty_lines: str = "error"  # an empty line is an error, or "skip" to drop its pair and count it
     spm_input_sentence_size: int = 2_000_000  # sentences sampled to train SentencePiece
     seed: int = 1  # seed of SentencePiece's sampling
+    reorder_positions: bool = False  # align every split's pairs together, store target-order positions (paper 000)
+    aligner: str = "eflomal"  # word aligner for reorder_positions: eflomal | fast_align
+    symmetrization: str = "grow-diag-final-and"  # grow-diag-final-and | intersection | union
 
 
 @dataclass
@@ -120,6 +125,11 @@ def prepare(cfg: PrepareConfig, progress: bool = True) -> DataMeta:
     )
     meta.save(out)
     _log_summary(cfg, meta, stats)
+    if cfg.reorder_positions:
+        from ordo.alignment.reorder_field import align_and_store
+
+        align_and_store(out, list(meta.splits), cfg.aligner, cfg.symmetrization)
+        meta = DataMeta.load(out)
     return meta
 
 
@@ -148,6 +158,11 @@ def check_config(cfg: PrepareConfig) -> None:
         raise ConfigError(f"prepare: character_coverage must be in (0, 1], not {cfg.character_coverage}")
     if cfg.min_len < 0 or 0 < cfg.max_len < cfg.min_len:
         raise ConfigError(f"prepare: need 0 <= min_len <= max_len, got {cfg.min_len} and {cfg.max_len}")
+    if cfg.aligner not in ALIGNERS:
+        raise ConfigError(f"prepare: aligner must be one of {', '.join(ALIGNERS)}, not {cfg.aligner!r}")
+    if cfg.symmetrization not in SYMMETRIZATIONS:
+        raise ConfigError(f"prepare: symmetrization must be one of {', '.join(SYMMETRIZATIONS)}, "
+                          f"not {cfg.symmetrization!r}")
     if 0 < cfg.max_len_ratio < 1:
         raise ConfigError(f"prepare: max_len_ratio must be >= 1 (or 0 for no limit), not {cfg.max_len_ratio}")
 

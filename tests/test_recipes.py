@@ -1,11 +1,14 @@
 """Every shipped recipe config loads under the strict schema, and every recipe script parses."""
 
+import re
+import shlex
 import subprocess
 from pathlib import Path
 
 import pytest
 
-from ordo.config import build_config, from_dict, read_yaml
+from ordo.build import build_model, count_parameters
+from ordo.config import build_config, from_dict, merge, parse_overrides, read_yaml
 from ordo.prepare import PrepareConfig
 
 RECIPES = Path(__file__).resolve().parents[1] / "recipes"
@@ -27,8 +30,58 @@ def test_recipe_script_parses(path):
     subprocess.run(["bash", "-n", str(path)], check=True)
 
 
-def test_every_recipe_has_its_configs():
+def suites_of(script: str) -> list[str]:
+    """The comparison suites (recipes/*_compare) a recipe script runs through recipes/compare.py."""
+    return re.findall(r"\b(\w+_compare)\b", script) if "compare.py" in script else []
+
+
+def test_every_recipe_has_its_configs_or_uses_a_comparison_suite():
     recipes = [p.parent for p in RECIPES.glob("*/run.sh")]
     assert recipes
     for recipe in recipes:
-        assert (recipe / "train.yaml").exists() and (recipe / "prepare.yaml").exists(), recipe
+        if (recipe / "train.yaml").exists():
+            assert (recipe / "prepare.yaml").exists(), recipe
+        else:
+            suites = suites_of((recipe / "run.sh").read_text())
+            assert suites and all((RECIPES / s / "suite.yaml").exists() for s in suites), recipe
+
+
+@pytest.mark.parametrize("path", sorted(RECIPES.glob("*/suite.yaml")), ids=lambda p: p.parent.name)
+def test_every_suite_names_its_corpus_and_builds_every_system_under_the_strict_schema(path):
+    suite = read_yaml(path)
+    assert set(suite) >= {"corpus", "src", "tgt", "splits", "steps"} and set(suite["splits"]) == {"train", "valid", "test"}
+    base = read_yaml(path.parent / "train.yaml")
+    for name, overrides in read_yaml(path.parent / "systems.yaml").items():
+        cfg = build_config(merge(base, parse_overrides(overrides)), f"{path.parent}: {name}")
+        assert count_parameters(build_model(cfg.model, 100, 100).model) > 0, name
+
+
+def compared_systems(script: str) -> list[list[str]]:
+    """The system names of every ``compare.py`` call in a recipe script (options and their values skipped)."""
+    calls = []
+    for line in script.replace("\\\n", " ").splitlines():
+        if "compare.py" not in line:
+            continue
+        words = shlex.split(line.split("compare.py", 1)[1].lstrip("\"'"))
+        names, skip = [], False
+        for word in words:
+            if skip:
+                skip = False
+            elif word.startswith("--"):
+                skip = True
+            elif word != "$@":
+                names.append(word)
+        calls.append(names)
+    return calls
+
+
+def test_recipes_name_only_systems_their_suites_define():
+    checked = 0
+    for script in RECIPES.glob("*/run.sh"):
+        text = script.read_text()
+        for suite in suites_of(text):
+            systems = read_yaml(RECIPES / suite / "systems.yaml")
+            for names in compared_systems(text):
+                assert names and set(names) <= set(systems), (script, suite, names)
+                checked += 1
+    assert checked >= 3

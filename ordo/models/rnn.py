@@ -52,8 +52,12 @@ class MLPAttention(nn.Module):
         """Store the projected keys U h (B, S, A) in ``state.fields``."""
         state.fields["attn_keys"] = self.key(encoder_out.states)
 
-    def forward(self, query: torch.Tensor, state: DecoderState) -> torch.Tensor:
-        """Alignment α_t (B, S) of ``query`` s~_t (B, Q) over the encoder states, padding masked."""
+    def forward(self, query: torch.Tensor, state: DecoderState, prev_embedding: torch.Tensor | None = None) -> torch.Tensor:
+        """Alignment α_t (B, S) of ``query`` s~_t (B, Q) over the encoder states, padding masked.
+
+        ``state.fields["hidden"]`` still holds s_{t-1} and ``prev_embedding`` is E[y_{t-1}] (B, E); this
+        attention reads neither, a replacement (the distortion models) may.
+        """
         energy = self.score(torch.tanh(state.fields["attn_keys"] + self.query(query).unsqueeze(1))).squeeze(-1)
         return energy.masked_fill(state.encoder.pad_mask, float("-inf")).softmax(dim=-1)  # (B, S)
 
@@ -87,7 +91,7 @@ class ConditionalGRUDecoder(nn.Module):
         """One step: logits (B, V) and the alignment α_t (B, S); advances ``state``."""
         emb = F.dropout(self.embed(prev_tokens), self.dropout, self.training)  # (B, E)
         s_tilde = self.gru1(emb, state.fields["hidden"])  # (B, H)
-        alpha = self.attention(s_tilde, state)  # (B, S)
+        alpha = self.attention(s_tilde, state, emb)  # (B, S)
         context = torch.bmm(alpha.unsqueeze(1), state.encoder.states).squeeze(1)  # (B, C)
         hidden = self.gru2(context, s_tilde)  # (B, H)
         state.fields["hidden"] = hidden

@@ -39,7 +39,7 @@ class Slots:
         relations: ``() -> module or None``; the module maps a Batch to relation ids (B|1, S, S).
         encoder_wrapper: ``(encoder) -> module`` around the whole encoder (e.g. ReFSR's two paths).
         output: ``(dim, vocab_size, tied_embedding) -> module`` producing logits.
-        model_class: the Seq2Seq class that assembles encoder, decoder and output.
+        model_class: ``(encoder, decoder, output) -> module``, the Seq2Seq model that assembles them.
         rnn_attention: ``(query_dim, key_dim, attn_dim) -> module`` of the attention RNN (family rnn).
     """
 
@@ -51,7 +51,7 @@ class Slots:
     relations: Callable[[], nn.Module | None] = lambda: None
     encoder_wrapper: Callable[[nn.Module], nn.Module] = lambda encoder: encoder
     output: Callable[[int, int, nn.Embedding | None], nn.Module] = OutputProjection
-    model_class: type[nn.Module] = TransformerModel
+    model_class: Callable[..., nn.Module] = TransformerModel
     rnn_attention: Callable[[int, int, int], MLPAttention] = MLPAttention
     claims: dict[str, str] = field(default_factory=dict)
 

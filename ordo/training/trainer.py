@@ -28,6 +28,7 @@ from ordo.batching import collate, epoch_batches
 from ordo.config import ExperimentConfig, to_dict
 from ordo.data import ParallelData
 from ordo.decoding.translator import translate_rows
+from ordo.errors import CheckpointError
 from ordo.evaluation.bleu import corpus_scores
 from ordo.losses import AuxLoss, label_smoothed_nll
 from ordo.textio import read_lines
@@ -55,6 +56,8 @@ class Progress:
     best: float | None = None  # best validation figure so far (see train.best_metric)
     bad_validations: int = 0  # validations since the best one
     train_seconds: float = 0.0  # wall time spent training, over all resumptions
+    src_tokens: int = 0  # source tokens (EOS included) this process has trained on, over all resumptions
+    tgt_tokens: int = 0  # target tokens likewise
 
 
 @dataclass
@@ -128,9 +131,13 @@ class Trainer:
         }
 
     def resume(self) -> bool:
-        """Restore the newest ``step_N.pt`` of this run, if any. Returns whether it resumed."""
+        """Restore the newest ``step_N.pt`` of this run, if any (else apply ``train.init_from``).
+
+        Returns whether it resumed."""
         checkpoints = step_checkpoints(self.ckpt_dir)
         if not checkpoints:
+            if self.tcfg.init_from:
+                self.initialise_from(Path(self.tcfg.init_from))
             return False
         state = load_checkpoint(checkpoints[-1], map_location=self.device)
         self.model.load_state_dict(state["model"])
@@ -142,6 +149,21 @@ class Trainer:
             torch.cuda.set_rng_state(state["rng"]["cuda"].cpu(), self.device)
         logger.info("resumed from %s (update %d, epoch %d)", checkpoints[-1], self.progress.step, self.progress.epoch)
         return True
+
+    def initialise_from(self, path: Path) -> None:
+        """Copy the weights of another run's checkpoint into a fresh model (e.g. RNNsearch* before distortion
+        training, paper 003's Table 5); parameters it lacks keep their initialisation, and the optimizer starts
+        afresh."""
+        weights = load_checkpoint(path, map_location=self.device)["model"]
+        own = self.model.state_dict()
+        mismatched = [k for k, v in weights.items() if k in own and own[k].shape != v.shape]
+        if mismatched:
+            raise CheckpointError(f"{path}: shapes differ from this model for {', '.join(mismatched[:5])}")
+        missing, unexpected = self.model.load_state_dict(weights, strict=False)
+        if unexpected:
+            raise CheckpointError(f"{path}: parameters this model does not have: {', '.join(unexpected[:5])}")
+        logger.info("initialised from %s; %d parameter tensors kept their own initialisation: %s", path,
+                    len(missing), ", ".join(missing) or "none")
 
     def save(self, valid: ValidResult | None, is_best: bool) -> None:
         """Write ``step_N.pt`` (and ``best.pt``) on rank 0, then drop old periodic checkpoints."""
@@ -217,6 +239,8 @@ class Trainer:
                 loss = self.batch_loss(batch, norm / self.dist.world_size, stats)
                 self.scaler.scale(loss).backward()
         self.progress.step += 1
+        self.progress.src_tokens += sum(int(b.src_lengths.sum()) for b in batches)
+        self.progress.tgt_tokens += sum(b.num_tgt_tokens for b in batches)
         set_lr(self.optimizer, inverse_sqrt_lr(self.progress.step, self.tcfg))
         self.scaler.unscale_(self.optimizer)
         if self.tcfg.clip_norm > 0:
@@ -335,8 +359,10 @@ class Trainer:
         if last_saved != self.progress.step:
             valid = self.validate()
             self.save(valid, self.is_improvement(valid))
-        logger.info("done: %s; %d updates, %.1f min", reason or "finished the epochs", self.progress.step,
-                    self.progress.train_seconds / 60)
+        seconds = max(self.progress.train_seconds, 1e-9)
+        logger.info("done: %s; %d updates, %.1f min, %.0f src tok/s, %.0f tgt tok/s", reason or "finished the epochs",
+                    self.progress.step, seconds / 60, self.progress.src_tokens / seconds,
+                    self.progress.tgt_tokens / seconds)
         return self.progress
 
 

@@ -1,0 +1,135 @@
+"""Training and beam-decoding cost of each method over the baseline, measured side by side in one process.
+
+Shape (the speed issue's): d_model 256, 4 heads, FFN 1024, 3+3 layers, joint vocabulary 8000, shared
+embeddings, dropout 0.1, label smoothing 0.1, Adam; batches of 160 sentence pairs of 25 tokens; 2 threads.
+Training: full steps (forward, label-smoothed CE plus the method's auxiliary losses, backward, Adam) on random
+tokens. Decoding: the incremental-decoding work of beam 5 over 30 output tokens for 160 sentences (encode
+once, 30 decode steps over 800 rows with a beam reorder of the state after each step). Systems are timed in
+interleaved rounds and the median is kept, so drift on the machine affects all of them alike.
+
+usage: python bench/methods_speed.py [--rounds 5] [--steps 3] [--systems baseline,future_cost_2,...] [--out F]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+from ordo.batch import Batch
+from ordo.build import build_model, count_parameters
+from ordo.config import load_config
+from ordo.losses import label_smoothed_nll
+from ordo.textio import atomic_write
+
+SYSTEMS = {
+    "baseline": [],
+    "additional_pe": ["model.methods.additional_pe={}"],
+    "relative_pe": ["model.methods.relative_pe.clip=16"],
+    "reorder_emb_encoder": ["model.methods.reorder_emb.variant=encoder"],
+    "reorder_emb_both": ["model.methods.reorder_emb.variant=both"],
+    "exgre": ["model.methods.exgre.weight=0.6"],
+    "refsr": ["model.methods.refsr.weight=0.6"],
+    "future_cost_1": ["model.methods.future_cost.model=1"],
+    "future_cost_2": ["model.methods.future_cost.model=2"],
+}
+VOCAB, BATCH, LENGTH, BEAM, OUT_TOKENS = 8000, 160, 25, 5, 30
+
+
+def make_model(overrides: list[str]) -> tuple[torch.nn.Module, list]:
+    cfg = load_config(None, ["model.preset=small", "model.dropout=0.1", *overrides]).model
+    torch.manual_seed(0)
+    built = build_model(cfg, VOCAB, VOCAB)
+    return built.model, built.losses
+
+
+def make_batch() -> Batch:
+    generator = torch.Generator().manual_seed(1)
+    src = torch.randint(4, VOCAB, (BATCH, LENGTH), generator=generator)
+    tgt = torch.randint(4, VOCAB, (BATCH, LENGTH), generator=generator)
+    positions = torch.stack([torch.randperm(LENGTH, generator=generator) + 1 for _ in range(BATCH)])
+    positions[:, -1] = 0  # the EOS slot
+    return Batch(src, torch.full((BATCH,), LENGTH), torch.arange(BATCH), tgt, tgt.clone(),
+                 {"reorder_positions": positions})
+
+
+def time_training(model: torch.nn.Module, losses: list, batch: Batch, steps: int) -> float:
+    """Target tokens per second over ``steps`` full training steps."""
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9)
+    model.train()
+    start = time.perf_counter()
+    for _ in range(steps):
+        output = model(batch)
+        loss = label_smoothed_nll(output.logits, batch.tgt_out, 0.1)[0] / batch.num_tgt_tokens
+        for aux in losses:
+            loss = loss + aux.weight * aux.compute(output, batch)
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+    return steps * batch.num_tgt_tokens / (time.perf_counter() - start)
+
+
+@torch.inference_mode()
+def time_decoding(model: torch.nn.Module, batch: Batch) -> float:
+    """Sentences per second of beam-5-shaped incremental decoding of 30 tokens."""
+    model.eval()
+    rows = torch.arange(BATCH).repeat_interleave(BEAM)
+    beams = Batch(batch.src_tokens[rows], batch.src_lengths[rows], rows)
+    generator = torch.Generator().manual_seed(2)
+    start = time.perf_counter()
+    state = model.init_state(model.encode(beams))
+    tokens = torch.full((len(rows),), 2)
+    for _ in range(OUT_TOKENS):
+        logits = model.decode_step(tokens, state)
+        tokens = logits.argmax(-1)
+        keep = (torch.arange(len(rows)) // BEAM) * BEAM + torch.randint(0, BEAM, (len(rows),), generator=generator)
+        state.reorder(keep)
+        tokens = tokens[keep]
+    return BATCH / (time.perf_counter() - start)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--steps", type=int, default=3, help="training steps per timing")
+    parser.add_argument("--systems", default=",".join(SYSTEMS))
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--out", type=Path, default=Path(__file__).parent / "methods_speed.md")
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    names = args.systems.split(",")
+    models = {name: make_model(SYSTEMS[name]) for name in names}
+    batch = make_batch()
+    train: dict[str, list[float]] = {name: [] for name in names}
+    decode: dict[str, list[float]] = {name: [] for name in names}
+    for name in names:  # warm-up
+        time_training(*models[name], batch, 1)
+        time_decoding(models[name][0], batch)
+    for round_index in range(args.rounds):
+        for name in names:
+            train[name].append(time_training(*models[name], batch, args.steps))
+            decode[name].append(time_decoding(models[name][0], batch))
+        print(f"round {round_index + 1}/{args.rounds} done", file=sys.stderr)
+    base_train, base_decode = statistics.median(train[names[0]]), statistics.median(decode[names[0]])
+    lines = [
+        f"command: `python bench/methods_speed.py --rounds {args.rounds} --steps {args.steps} --systems {args.systems}`",
+        f"torch {torch.__version__}, {args.threads} threads; medians of {args.rounds} interleaved rounds", "",
+        "| system | parameters | train tgt tok/s | vs baseline | beam-5 sent/s | vs baseline |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    for name in names:
+        t, d = statistics.median(train[name]), statistics.median(decode[name])
+        lines.append(f"| {name} | {count_parameters(models[name][0]):,} | {t:.0f} | {t / base_train:.3f} | "
+                     f"{d:.1f} | {d / base_decode:.3f} |")
+    text = "\n".join(lines) + "\n"
+    with atomic_write(args.out) as handle:
+        handle.write(text)
+    print(text)
+
+
+if __name__ == "__main__":
+    main()

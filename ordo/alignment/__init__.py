@@ -1,0 +1,1 @@
+"""Word alignment: Pharaoh links, symmetrization, AER, aligners, and target-order positions (paper 000)."""

@@ -1,0 +1,117 @@
+"""Word aligners behind ``ordo align``: eflomal (Östling & Tiedemann 2016) and fast_align (Dyer et al. 2013,
+through the ``systran-align`` package), each run in both directions and symmetrized.
+
+Text goes to the aligners through files, and their link files are read back one line at a time, so ordo
+never holds the corpus in Python lists (eflomal keeps its own compact arrays in C). Both aligners see
+whitespace tokens; an empty side (which eflomal rejects) gets no links.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType
+
+from ordo.alignment.links import Link, format_links, read_links, split_words
+from ordo.alignment.symmetrize import SYMMETRIZATIONS
+from ordo.errors import ConfigError, InputError, OrdoError
+from ordo.textio import atomic_write, iter_lines
+
+logger = logging.getLogger("ordo.align")
+
+ALIGNERS = ("eflomal", "fast_align")
+
+
+def _import(module: str, package: str) -> ModuleType:
+    try:
+        return importlib.import_module(module)
+    except ImportError:
+        raise OrdoError(f"the {package} aligner is not installed: pip install {package}") from None
+
+
+def _aligner_line(text: str) -> str:
+    """The words of ``text`` (:func:`split_words`) with any other whitespace inside a word replaced, so an
+    aligner that splits on all whitespace sees the same words; a placeholder word on an empty line."""
+    words = ["".join("_" if ch.isspace() else ch for ch in word) for word in split_words(text)]
+    return " ".join(words) or "<empty>"
+
+
+def _write_sides(src: Path, tgt: Path, workdir: Path) -> tuple[Path, Path, int]:
+    """Copy both sides (plain or .gz) to plain files, a placeholder token on empty lines; returns the count."""
+    src_out, tgt_out = workdir / "src.txt", workdir / "tgt.txt"
+    count = 0
+    with open(src_out, "w", encoding="utf-8") as s_handle, open(tgt_out, "w", encoding="utf-8") as t_handle:
+        source_lines, target_lines = iter_lines(src), iter_lines(tgt)
+        for (number, s_text), target in zip(source_lines, target_lines):
+            t_text = target[1]
+            s_handle.write(_aligner_line(s_text) + "\n")
+            t_handle.write(_aligner_line(t_text) + "\n")
+            count = number
+        if next(source_lines, None) is not None or next(target_lines, None) is not None:
+            raise InputError(f"{src} and {tgt} have different numbers of lines")
+    return src_out, tgt_out, count
+
+
+def _run_eflomal(src: Path, tgt: Path, forward: Path, backward: Path) -> None:
+    eflomal = _import("eflomal", "eflomal")
+    with open(src, encoding="utf-8") as s_handle, open(tgt, encoding="utf-8") as t_handle:
+        eflomal.Aligner().align(s_handle, t_handle, links_filename_fwd=str(forward), links_filename_rev=str(backward),
+                                quiet=True)
+
+
+def _run_fast_align(src: Path, tgt: Path, forward: Path, backward: Path) -> None:
+    systran_align = _import("systran_align", "systran-align")
+    joint = src.parent / "joint.txt"
+    with open(src, encoding="utf-8") as s_handle, open(tgt, encoding="utf-8") as t_handle, \
+            open(joint, "w", encoding="utf-8") as out:
+        out.writelines(f"{s.strip()} ||| {t.strip()}\n" for s, t in zip(s_handle, t_handle))
+    fwd_probs, bwd_probs = src.parent / "fwd.probs", src.parent / "bwd.probs"
+    systran_align.generate_alignment_probabilities(str(joint), str(fwd_probs), str(bwd_probs), favor_diagonal=True,
+                                                   optimize_tension=True)
+    aligner = systran_align.Aligner(str(fwd_probs), str(bwd_probs))
+    with open(src, encoding="utf-8") as s_handle, open(tgt, encoding="utf-8") as t_handle, \
+            open(forward, "w") as f_out, open(backward, "w") as b_out:
+        for s, t in zip(s_handle, t_handle):
+            result = aligner.align(s.split(), t.split())
+            f_out.write(format_links(result["forward_alignments"] if "forward_alignments" in result
+                                     else result["alignments"]) + "\n")
+            b_out.write(format_links(result.get("backward_alignments", result["alignments"])) + "\n")
+
+
+def align_files(
+    src: str | Path, tgt: str | Path, aligner: str = "eflomal", symmetrization: str = "grow-diag-final-and",
+) -> Iterator[set[Link]]:
+    """Symmetrized links (0-based, source-target) of every line pair of ``src`` and ``tgt``, streamed.
+
+    Raises:
+        ConfigError: for an unknown aligner or symmetrization.
+        OrdoError: when the aligner's package is missing (naming what to install).
+        InputError: when the files differ in line count.
+    """
+    if aligner not in ALIGNERS:
+        raise ConfigError(f"unknown aligner {aligner!r} (choose from {', '.join(ALIGNERS)})")
+    if symmetrization not in SYMMETRIZATIONS:
+        raise ConfigError(f"unknown symmetrization {symmetrization!r} (choose from {', '.join(SYMMETRIZATIONS)})")
+    combine = SYMMETRIZATIONS[symmetrization]
+    with tempfile.TemporaryDirectory(prefix="ordo-align-") as tmp:
+        workdir = Path(tmp)
+        plain_src, plain_tgt, count = _write_sides(Path(src), Path(tgt), workdir)
+        forward, backward = workdir / "forward.links", workdir / "backward.links"
+        logger.info("aligning %d sentence pairs with %s (%s)", count, aligner, symmetrization)
+        (_run_eflomal if aligner == "eflomal" else _run_fast_align)(plain_src, plain_tgt, forward, backward)
+        for fwd, bwd in zip(read_links(forward), read_links(backward)):
+            yield combine(fwd.sure, bwd.sure)
+
+
+def write_alignment(src: str | Path, tgt: str | Path, out: str | Path, aligner: str = "eflomal",
+                    symmetrization: str = "grow-diag-final-and") -> int:
+    """:func:`align_files` into a Pharaoh file ``out`` (atomically); returns the number of lines."""
+    lines = 0
+    with atomic_write(out) as handle:
+        for links in align_files(src, tgt, aligner, symmetrization):
+            handle.write(format_links(links) + "\n")
+            lines += 1
+    return lines

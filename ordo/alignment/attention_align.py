@@ -1,0 +1,71 @@
+"""Word alignments read off a trained model's attention by forced decoding of the references (paper 003, §5).
+
+Each reference is fed to the decoder (teacher forcing); the attention α (target piece x source piece) is
+pooled to words — mean over a target word's pieces, sum over a source word's pieces — and every target word
+is linked to the source word it attends to most. EOS rows and columns are left out. Links are (source word,
+target word), 0-based, as ``ordo evaluate-alignment`` reads them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+
+import numpy as np
+import torch
+
+from ordo.alignment.links import Link, split_words
+from ordo.alignment.reorder_field import pieces_per_word
+from ordo.api import LoadedRun
+from ordo.batching import collate, epoch_batches
+from ordo.errors import InputError
+
+ALIGNMENT = "alignment"  # the extras key of (B, T, S) attention weights
+
+
+def pool_to_words(attention: np.ndarray, src_counts: Sequence[int], tgt_counts: Sequence[int]) -> np.ndarray:
+    """(T pieces, S pieces) attention -> (target words, source words): mean over target, sum over source pieces."""
+    src_edges = np.cumsum([0, *src_counts])
+    tgt_edges = np.cumsum([0, *tgt_counts])
+    by_source = np.add.reduceat(attention[:, : src_edges[-1]], src_edges[:-1], axis=1)  # (T, words_s)
+    sums = np.add.reduceat(by_source[: tgt_edges[-1]], tgt_edges[:-1], axis=0)  # (words_t, words_s)
+    return sums / np.asarray(tgt_counts, dtype=np.float64)[:, None]
+
+
+def hard_links(word_attention: np.ndarray) -> set[Link]:
+    """Each target word linked to its most attended source word."""
+    return {(int(src), tgt) for tgt, src in enumerate(word_attention.argmax(axis=1))}
+
+
+@torch.inference_mode()
+def attention_matrices(run: LoadedRun, sources: list[str], targets: list[str],
+                       max_tokens: int = 4000) -> Iterator[np.ndarray]:
+    """The (target pieces + EOS, source pieces + EOS) attention of every pair under forced decoding, in order.
+
+    Raises:
+        InputError: when the model returns no attention weights (only the rnn family does).
+    """
+    src_rows = run.encode_sources(sources, "source")
+    tgt_rows = [np.asarray(ids, dtype=np.int64) for ids in run.tgt_vocab.encode_batch(targets)]
+    lengths = np.array([len(r) for r in src_rows]), np.array([len(r) for r in tgt_rows])
+    found: dict[int, np.ndarray] = {}
+    for indices in epoch_batches(*lengths, max_tokens, 0, 0, shuffle=False):
+        batch = collate(indices, [src_rows[i] for i in indices], [tgt_rows[i] for i in indices]).to(run.device)
+        extras = run.model(batch).extras
+        if ALIGNMENT not in extras:
+            raise InputError("this model returns no attention alignment (use the rnn family, RNNsearch*)")
+        weights = extras[ALIGNMENT].float().cpu().numpy()  # (B, T, S)
+        for row, index in enumerate(indices.tolist()):
+            found[index] = weights[row, : lengths[1][index] + 1, : lengths[0][index] + 1]
+    for index in range(len(sources)):
+        yield found.pop(index)
+
+
+def align_with_model(run: LoadedRun, sources: list[str], targets: list[str]) -> Iterator[set[Link]]:
+    """Word links of every (source, reference) pair from the model's attention (see the module docstring)."""
+    for index, attention in enumerate(attention_matrices(run, sources, targets)):
+        src_counts = pieces_per_word(run.src_vocab.pieces(run.src_vocab.encode(sources[index])))
+        tgt_counts = pieces_per_word(run.tgt_vocab.pieces(run.tgt_vocab.encode(targets[index])))
+        if len(src_counts) != len(split_words(sources[index])) or len(tgt_counts) != len(split_words(targets[index])):
+            yield set()  # the pieces do not split into the text's words (normalization); no links
+            continue
+        yield hard_links(pool_to_words(attention[:-1, :-1], src_counts, tgt_counts))

@@ -1,0 +1,1 @@
+"""The papers' analyses: system tables, swapped-word robustness, BLEU by length, plots (``ordo analyze``)."""

@@ -1,0 +1,63 @@
+"""Line plots of one figure against a swept variable, one line per system (PNG, matplotlib Agg)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from ordo.textio import atomic_write
+
+
+def line_plot(
+    x_labels: Sequence[str], series: Mapping[str, Sequence[float]], xlabel: str, ylabel: str, path: str | Path,
+    title: str = "",
+) -> Path:
+    """Write a PNG with one marked line per entry of ``series`` over the categorical ``x_labels``."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axes = plt.subplots(figsize=(6.4, 4.0))
+    positions = list(range(len(x_labels)))
+    for name, values in series.items():
+        axes.plot(positions, list(values), marker="o", label=name)
+    axes.set_xticks(positions, list(x_labels))
+    axes.set_xlabel(xlabel)
+    axes.set_ylabel(ylabel)
+    if title:
+        axes.set_title(title)
+    axes.grid(alpha=0.3)
+    axes.legend()
+    figure.tight_layout()
+    with atomic_write(path, "wb") as handle:
+        figure.savefig(handle, format="png", dpi=120)
+    plt.close(figure)
+    return Path(path)
+
+
+def heatmap(
+    matrix: Sequence[Sequence[float]], row_labels: Sequence[str], column_labels: Sequence[str], path: str | Path,
+    title: str = "",
+) -> Path:
+    """Write a PNG of ``matrix`` (rows: target tokens, columns: source tokens) in grey levels, as the
+    attention figures of paper 003 (Figures 1 and 4) show them."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    width = max(4.0, 0.35 * len(column_labels) + 1.5)
+    height = max(3.0, 0.35 * len(row_labels) + 1.5)
+    figure, axes = plt.subplots(figsize=(width, height))
+    axes.imshow(matrix, cmap="Greys", vmin=0.0, vmax=1.0, aspect="auto")
+    axes.set_xticks(range(len(column_labels)), list(column_labels), rotation=90)
+    axes.set_yticks(range(len(row_labels)), list(row_labels))
+    axes.xaxis.tick_top()
+    if title:
+        axes.set_title(title, pad=40)
+    figure.tight_layout()
+    with atomic_write(path, "wb") as handle:
+        figure.savefig(handle, format="png", dpi=120)
+    plt.close(figure)
+    return Path(path)

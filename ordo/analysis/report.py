@@ -1,0 +1,89 @@
+"""``ordo analyze``'s reports: each runs one analysis and writes its table, plot and outputs to a folder."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from ordo.analysis.groups import group_by_length, quantile_bounds, score_groups
+from ordo.analysis.plots import line_plot
+from ordo.analysis.systems import SYSTEM_HEADERS, bleu_metric, compare_systems, robustness_curve
+from ordo.analysis.tables import Cell, markdown_table, write_tables
+from ordo.api import load_run
+from ordo.textio import atomic_write
+
+
+def systems_report(
+    runs: Sequence[tuple[str, Path]], sources: list[str], refs: list[str], out: Path, checkpoint: str = "best",
+    tokenized_bleu: bool = False, device: str = "auto", **decode: object,
+) -> str:
+    """``out/systems.{md,tsv}`` (see :func:`compare_systems`) and each system's output ``out/NAME.hyp``."""
+    results = compare_systems(runs, sources, refs, checkpoint, tokenized_bleu, device, **decode)
+    for result in results:
+        with atomic_write(out / f"{result.name}.hyp") as handle:
+            handle.writelines(h + "\n" for h in result.hyps)
+    return write_tables(out / "systems", SYSTEM_HEADERS, [r.row() for r in results])
+
+
+def robustness_report(
+    runs: Sequence[tuple[str, Path]], sources: list[str], refs: list[str], out: Path, fractions: Sequence[float],
+    seed: int = 1, checkpoint: str = "best", tokenized_bleu: bool = False, device: str = "auto", **decode: object,
+) -> str:
+    """``out/robustness.{md,tsv,png}``: BLEU of every run against the share of swapped source words."""
+    metric = bleu_metric(tokenized_bleu)
+    curves = {
+        name: robustness_curve(load_run(run_dir, checkpoint, device), sources, refs, fractions, seed, metric, **decode)
+        for name, run_dir in runs
+    }
+    labels = [f"{round(100 * f)}%" for f in fractions]
+    line_plot(labels, curves, "swapped source words", "BLEU", out / "robustness.png", "Swapped-word robustness")
+    rows: list[list[Cell]] = [[name, *curve] for name, curve in curves.items()]
+    return write_tables(out / "robustness", ["system", *labels], rows)
+
+
+def length_report(
+    systems: Sequence[tuple[str, list[str]]], sources: list[str], refs: list[str], out: Path,
+    tokenized_bleu: bool = False, groups: int = 6, bounds: Sequence[int] | None = None,
+) -> str:
+    """``out/length.{md,tsv,png}``: BLEU of every system's output per source-length group (words)."""
+    lengths = [len(s.split()) for s in sources]
+    groups_found = group_by_length(lengths, bounds if bounds is not None else quantile_bounds(lengths, groups))
+    metric = bleu_metric(tokenized_bleu)
+    scores = {name: score_groups(groups_found, hyps, refs, metric) for name, hyps in systems}
+    labels = [g.label for g in groups_found]
+    line_plot(labels, scores, "source length (words)", "BLEU", out / "length.png", "BLEU by source length")
+    rows: list[list[Cell]] = [["sentences", *[len(g.indices) for g in groups_found]]]
+    rows += [[name, *values] for name, values in scores.items()]
+    return write_tables(out / "length", ["system", *labels], rows)
+
+
+def sim_report(runs: Sequence[tuple[str, Path]], data_dir: Path, split: str = "test", checkpoint: str = "best",
+               device: str = "auto") -> str:
+    """A markdown table of Sim(PR^N, RE) and Sim(PE, RE) (paper 000, Eq. 12) for every run."""
+    from ordo.analysis.sim import reordering_similarity
+
+    rows: list[list[Cell]] = []
+    for name, run_dir in runs:
+        result = reordering_similarity(run_dir, data_dir, split, checkpoint, device)
+        rows.append([name, f"{result.learned:.4f}", f"{result.sequential:.4f}", result.pieces])
+    return markdown_table(["system", "Sim(PR^N, RE)", "Sim(PE, RE)", "pieces"], rows)
+
+
+def attention_plots(runs: Sequence[tuple[str, Path]], sources: list[str], refs: list[str], line: int, out: Path,
+                    checkpoint: str = "best", device: str = "auto") -> list[Path]:
+    """``out/attention_NAME.png``: the forced-decoding attention of test line ``line`` (1-based) for every run."""
+    from ordo.alignment.attention_align import attention_matrices
+    from ordo.analysis.plots import heatmap
+    from ordo.errors import InputError
+
+    if not 1 <= line <= len(sources):
+        raise InputError(f"--line {line}: the test set has lines 1..{len(sources)}")
+    source, reference = sources[line - 1], refs[line - 1]
+    paths = []
+    for name, run_dir in runs:
+        run = load_run(run_dir, checkpoint, device)
+        matrix = next(attention_matrices(run, [source], [reference]))
+        columns = [*run.src_vocab.pieces(run.src_vocab.encode(source)), "</s>"]
+        rows = [*run.tgt_vocab.pieces(run.tgt_vocab.encode(reference)), "</s>"]
+        paths.append(heatmap(matrix.tolist(), rows, columns, out / f"attention_{name}.png", f"{name}, line {line}"))
+    return paths

@@ -1,0 +1,155 @@
+"""Future cost (Chen et al. 2020; paper 004, SPEC §5): Model I and Model II.
+
+The paper's equations 8-12 are images; SPEC §5 reconstructs them from its parameter list (W_r, U_r, W_z,
+U_z, W, U). A GRU cell whose input is the current target word and whose state is the decoder's top layer::
+
+    r_i  = σ(W_r E[y_i] + U_r H_i);   z_i = σ(W_z E[y_i] + U_z H_i)
+    F~_i = tanh(W E[y_i] + U (r_i ⊙ H_i));   F_i = (1 - z_i) ⊙ H_i + z_i ⊙ F~_i
+    P^(y_{i+1}) = softmax(W_o F_i)                     W_o: the output projection shared with the main softmax
+
+H_i is the top decoder state that predicts y_i; F_0 = GRU(E[</s>], mean of the encoder outputs over the true
+source length). Model I adds ``λ · CE(P^(y_{i+1}))`` to the loss and translates as usual. Model II also fuses
+F_i into the next step: ``g = σ(W_g [F_i ; H_{i+1}])``, ``H'_{i+1} = g · F_i + (1 - g) · H_{i+1}`` feeds the
+main softmax.
+
+Indexing in code (0-based ``t``): ``hidden[:, t]`` is H_{t+1}, which predicts ``tgt_out[:, t]`` = y_{t+1};
+``future[:, t]`` is F_t, computed from H_t (the previous position's state, or the encoder mean for t = 0)
+and E[y_t] (``tgt_in[:, t]``, with </s> for t = 0), and it predicts y_{t+1} = ``tgt_out[:, t]`` too, so the
+future-cost loss reads the same targets as the main loss, shifted by one against the state it comes from.
+Training computes F for all positions at once. Beam search keeps H_t (the previous step's top state) in the
+decoder state as ``future_prev_hidden`` and computes F_t from the hypothesis' own word y_t when it arrives,
+so reordering the beam reorders F's inputs with it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ordo.batch import EOS_ID, PAD_ID, Batch
+from ordo.errors import ConfigError
+from ordo.losses import AuxLoss
+from ordo.methods.registry import Method, register_method
+from ordo.models.outputs import DecoderState, EncoderOutput, Seq2SeqOutput
+from ordo.models.slots import Slots
+from ordo.models.transformer import TransformerDecoder, TransformerModel
+
+
+@dataclass
+class FutureCostConfig:
+    """Options of ``model.methods.future_cost``."""
+
+    model: int = 2  # 1: future-cost loss only (Model I); 2: the loss and the gated fusion (Model II)
+    weight: float = 0.7  # λ of the future-cost loss (paper: 0.7 for En-De, 0.3-0.5 for Zh-En)
+
+
+class FutureContextCell(nn.Module):
+    """F = (1 - z) ⊙ H + z ⊙ tanh(W E + U (r ⊙ H)), r, z = σ(W_{r,z} E + U_{r,z} H) (SPEC §5, Eq. 8-11)."""
+
+    def __init__(self, dim: int) -> None:
+        super().__init__()
+        self.input_maps = nn.Linear(dim, 3 * dim)  # W_r, W_z, W stacked, with biases
+        self.gate_maps = nn.Linear(dim, 2 * dim, bias=False)  # U_r, U_z stacked
+        self.candidate_map = nn.Linear(dim, dim, bias=False)  # U
+
+    def forward(self, word: torch.Tensor, state: torch.Tensor) -> torch.Tensor:
+        """F from word embeddings E[y] and top decoder states H, both (..., D); returns (..., D)."""
+        from_word_r, from_word_z, from_word = self.input_maps(word).chunk(3, dim=-1)
+        from_state_r, from_state_z = self.gate_maps(state).chunk(2, dim=-1)
+        reset = torch.sigmoid(from_word_r + from_state_r)
+        update = torch.sigmoid(from_word_z + from_state_z)
+        candidate = torch.tanh(from_word + self.candidate_map(reset * state))
+        return (1.0 - update) * state + update * candidate
+
+
+class FutureGate(nn.Module):
+    """H' = g · F + (1 - g) · H with g = σ(W_g [F ; H]), W_g in R^{2d x 1} (SPEC §5, Model II)."""
+
+    def __init__(self, dim: int) -> None:
+        super().__init__()
+        self.w_g = nn.Linear(2 * dim, 1, bias=False)
+
+    def forward(self, future: torch.Tensor, hidden: torch.Tensor) -> torch.Tensor:
+        """(..., D) F_i and H_{i+1} -> (..., D) H'_{i+1}."""
+        gate = torch.sigmoid(self.w_g(torch.cat([future, hidden], dim=-1)))  # (..., 1)
+        return gate * future + (1.0 - gate) * hidden
+
+
+def mean_source_state(encoder_out: EncoderOutput) -> torch.Tensor:
+    """Mean of the encoder states over each sentence's true length: (B, S, D) -> (B, D)."""
+    keep = (~encoder_out.pad_mask).unsqueeze(-1).to(encoder_out.states.dtype)  # (B, S, 1)
+    return (encoder_out.states * keep).sum(1) / keep.sum(1).clamp(min=1.0)
+
+
+class FutureCostModel(TransformerModel):
+    """The baseline Transformer with the future-context cell (Model I) and the fusion gate (Model II)."""
+
+    def __init__(self, encoder: nn.Module, decoder: TransformerDecoder, output: nn.Module, variant: int) -> None:
+        super().__init__(encoder, decoder, output)
+        dim = decoder.embed.embedding_dim
+        self.variant = variant
+        self.future_cell = FutureContextCell(dim)
+        self.gate = FutureGate(dim) if variant == 2 else None
+
+    def future_states(self, tgt_in: torch.Tensor, hidden: torch.Tensor, encoder_out: EncoderOutput) -> torch.Tensor:
+        """F_0..F_{T-1} for all positions at once: (B, T) ``tgt_in``, (B, T, D) ``hidden`` -> (B, T, D)."""
+        words = tgt_in.clone()
+        words[:, 0] = EOS_ID  # F_0 reads E[</s>]
+        previous = torch.cat([mean_source_state(encoder_out).unsqueeze(1), hidden[:, :-1]], dim=1)  # H_0..H_{T-1}
+        return self.future_cell(self.decoder.embed(words), previous)
+
+    def forward(self, batch: Batch) -> Seq2SeqOutput:
+        """Main logits (from H, or H' for Model II) and ``future_logits`` W_o F_t, both (B, T, V)."""
+        assert batch.tgt_in is not None
+        encoder_out = self.encoder(batch)
+        hidden = self.decoder(batch.tgt_in, encoder_out)  # (B, T, D)
+        future = self.future_states(batch.tgt_in, hidden, encoder_out)  # (B, T, D)
+        top = hidden if self.gate is None else self.gate(future, hidden)
+        extras = dict(encoder_out.extras)
+        extras["future_logits"] = self.output(future)
+        return Seq2SeqOutput(self.output(top), extras)
+
+    def init_state(self, encoder_out: EncoderOutput) -> DecoderState:
+        """Baseline caches; Model II also keeps H_0 = mean encoder state as ``future_prev_hidden``."""
+        state = super().init_state(encoder_out)
+        if self.gate is not None:
+            state.fields["future_prev_hidden"] = mean_source_state(encoder_out)
+        return state
+
+    def decode_step(self, prev_tokens: torch.Tensor, state: DecoderState) -> torch.Tensor:
+        """Model I: the baseline step. Model II: F_t from the hypothesis' word y_t, fused into H_{t+1}."""
+        if self.gate is None:
+            return super().decode_step(prev_tokens, state)
+        words = prev_tokens if state.step > 0 else torch.full_like(prev_tokens, EOS_ID)
+        future = self.future_cell(self.decoder.embed(words), state.fields["future_prev_hidden"])  # (B, D)
+        hidden = self.decoder(prev_tokens.unsqueeze(1), state.encoder, state.caches, start=state.step).squeeze(1)
+        state.step += 1
+        state.fields["future_prev_hidden"] = hidden
+        return self.output(self.gate(future, hidden))
+
+
+def future_cost_loss(output: Seq2SeqOutput, batch: Batch) -> torch.Tensor:
+    """Mean cross-entropy of P^(y_{t+1}) = softmax(W_o F_t) against the reference y_{t+1} (SPEC §5)."""
+    assert batch.tgt_out is not None
+    logits = output.extras["future_logits"]
+    return F.cross_entropy(logits.float().flatten(0, 1), batch.tgt_out.flatten(), ignore_index=PAD_ID)
+
+
+def apply_future_cost(slots: Slots, cfg: FutureCostConfig) -> None:
+    """Replace the model class with :class:`FutureCostModel` (Transformer family only)."""
+    if cfg.model not in (1, 2):
+        raise ConfigError(f"model.methods.future_cost.model: expected 1 or 2, got {cfg.model}")
+    if slots.cfg.family != "transformer":
+        raise ConfigError("model.methods.future_cost: implemented for the Transformer family only")
+    slots.claim("model_class", "future_cost", lambda enc, dec, out: FutureCostModel(enc, dec, out, cfg.model))
+
+
+def future_cost_losses(cfg: FutureCostConfig) -> list[AuxLoss]:
+    """The future-cost loss, logged as ``future_cost`` and weighted by λ."""
+    return [AuxLoss("future_cost", cfg.weight, future_cost_loss)]
+
+
+register_method(Method("future_cost", FutureCostConfig, apply_future_cost, future_cost_losses))

@@ -1,0 +1,110 @@
+"""Equal-budget system comparisons on one corpus (the papers' Table 1 on our data).
+
+A suite is a folder of recipes/ with suite.yaml (corpus, languages, split names, metric, update budget),
+prepare.yaml, train.yaml and systems.yaml (name -> --set overrides over train.yaml). This script prepares
+the suite's data once, trains each named system for the same number of updates from the same seed (an
+existing run is resumed, a finished one skipped), averages its last 4 checkpoints, then writes under
+WORK/reports/REPORT the systems table (BLEU, sign test against the first system, parameters, training and
+translation speed), BLEU by source length, and optionally the swapped-word robustness curves.
+
+usage: python recipes/compare.py --suite enja_compare --report NAME [--data-dir DIR] [--work DIR]
+           [--steps N] [--robustness SYS,SYS] SYSTEM [SYSTEM ...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import torch
+
+from ordo import api
+from ordo.analysis.report import length_report, robustness_report, systems_report
+from ordo.cli import main as ordo
+from ordo.config import merge, parse_overrides, read_yaml
+from ordo.textio import read_lines
+from ordo.training.checkpoint import step_checkpoints
+
+RECIPES = Path(__file__).resolve().parent
+ROOT = RECIPES.parent
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("systems", nargs="+", help="names from systems.yaml; the first is the baseline")
+    parser.add_argument("--suite", required=True, help="folder of recipes/ with suite.yaml and the configs")
+    parser.add_argument("--report", required=True, help="name of the report folder")
+    parser.add_argument("--data-dir", type=Path, help="corpus folder (default: the suite's, in ../shared/data)")
+    parser.add_argument("--work", type=Path, help="default: work/SUITE")
+    parser.add_argument("--steps", type=int, help="updates per system, the equal budget (default: the suite's)")
+    parser.add_argument("--threads", type=int, help="torch CPU threads for training (default: train.yaml's)")
+    parser.add_argument("--robustness", default="", help="comma-separated systems for the swapped-word curves")
+    return parser.parse_args()
+
+
+def prepare(suite: Path, spec: dict, data_dir: Path, out: Path) -> None:
+    """Binarize the corpus once (skipped when OUT/data.yaml exists)."""
+    if (out / "data.yaml").exists():
+        return
+    files = {f"--{split}-{side}": str(data_dir / f"{spec['splits'][split]}.{spec[side]}.gz")
+             for split in ("train", "valid", "test") for side in ("src", "tgt")}
+    args = ["prepare", str(suite / "prepare.yaml"), "--out", str(out)]
+    for flag, path in files.items():
+        args += [flag, path]
+    if ordo(args) != 0:
+        sys.exit("prepare failed")
+
+
+def train(suite: Path, name: str, overrides: list[str], data: Path, run_dir: Path, steps: int,
+          threads: int | None) -> None:
+    """Train (or resume) one system to ``steps`` updates and average its last 4 checkpoints."""
+    done = step_checkpoints(run_dir / "checkpoints")
+    if done and done[-1].name == f"step_{steps}.pt" and (run_dir / "checkpoints" / "averaged.pt").exists():
+        print(f"== {name}: trained ({steps} updates)", flush=True)
+        return
+    print(f"== {name}: training to {steps} updates", flush=True)
+    extra = [f"train.threads={threads}"] if threads else []
+    raw = merge(read_yaml(suite / "train.yaml"),
+                parse_overrides([f"data={data}", f"train.max_steps={steps}", *extra, *overrides]))
+    api.train(api.run_config(run_dir, raw), run_dir)
+    api.average(run_dir, last=4)
+
+
+def main() -> None:
+    args = parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    suite = RECIPES / args.suite
+    spec = read_yaml(suite / "suite.yaml")
+    systems = read_yaml(suite / "systems.yaml")
+    unknown = [s for s in args.systems if s not in systems]
+    if unknown:
+        sys.exit(f"unknown systems {unknown}; {suite / 'systems.yaml'} has {sorted(systems)}")
+    data_dir = args.data_dir or ROOT.parent / "shared" / "data" / spec["corpus"]
+    work = args.work or ROOT / "work" / args.suite
+    steps = args.steps or int(spec["steps"])
+    data = work / "data"
+    prepare(suite, spec, data_dir, data)
+    runs = []
+    for name in args.systems:
+        run_dir = work / "runs" / name
+        train(suite, name, systems[name], data, run_dir, steps, args.threads)
+        runs.append((name, run_dir))
+    test = spec["splits"]["test"]
+    sources = read_lines(data_dir / f"{test}.{spec['src']}.gz")
+    refs = read_lines(data_dir / f"{test}.{spec['tgt']}.gz")
+    tokenized = bool(spec.get("tokenized", False))
+    out = work / "reports" / args.report
+    print(systems_report(runs, sources, refs, out, "averaged", tokenized_bleu=tokenized))
+    hyps = [(name, (out / f"{name}.hyp").read_text(encoding="utf-8").splitlines()) for name, _ in runs]
+    print(length_report(hyps, sources, refs, out, tokenized_bleu=tokenized))
+    chosen = [r for r in runs if r[0] in args.robustness.split(",")]
+    if chosen:
+        fractions = [p / 100 for p in range(0, 101, 10)]
+        print(robustness_report(chosen, sources, refs, out, fractions, 1, "averaged", tokenized_bleu=tokenized))
+    print(f"tables and plots: {out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Paper 001 (reordering embeddings) on small_parallel_enja Ja->En, equal update budget per system:
+# baseline, +Additional PE, +Relative PE, +Encoder REs, +Decoder REs, +Both REs; systems table (BLEU, sign
+# test, parameters, speeds), BLEU by source length, and the swapped-word robustness curves of baseline
+# against +Both REs. Shares trained systems with the other Ja->En comparisons (recipes/enja_compare).
+#
+# usage: recipes/reorder_emb/run.sh [--steps N] [--work DIR] [--data-dir DIR]
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+root="$here/../.."
+[ -x "$root/.venv/bin/python" ] || make -C "$root" setup
+exec "$root/.venv/bin/python" "$here/../compare.py" --suite enja_compare --report reorder_emb \
+  --robustness baseline,both_res \
+  baseline baseline_seed2 additional_pe relative_pe encoder_res decoder_res both_res "$@"

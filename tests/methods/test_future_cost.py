@@ -1,0 +1,127 @@
+"""Future cost (paper 004, SPEC §5): the shifted loss, Model I = baseline at translation, Model II decoding."""
+
+import math
+
+import pytest
+import torch
+
+from ordo import api
+from ordo.batch import EOS_ID, Batch
+from ordo.build import build_model
+from ordo.cli import main
+from ordo.config import load_config
+from ordo.decoding.search import beam_search, greedy_search
+from ordo.errors import ConfigError
+from ordo.methods.future_cost import FutureCostModel, future_cost_loss, mean_source_state
+from ordo.models.outputs import Seq2SeqOutput
+
+
+def tiny(*overrides, vocab=40, seed=0):
+    cfg = load_config(None, ["model.preset=tiny", "model.dropout=0", *overrides]).model
+    torch.manual_seed(seed)
+    return build_model(cfg, vocab, vocab).model
+
+
+def batch(vocab=40):
+    torch.manual_seed(3)
+    src = torch.randint(4, vocab, (3, 6))
+    src[1, 4:] = 0
+    tgt = torch.randint(4, vocab, (3, 5))
+    return Batch(src, torch.tensor([6, 4, 6]), torch.arange(3), tgt, tgt.clone())
+
+
+def test_loss_reads_the_reference_at_the_same_step_and_ignores_padding():
+    vocab = 4
+    logits = torch.zeros(1, 3, vocab)  # t=0: uniform; t=1: sure of the reference; t=2: padding
+    logits[0, 1, 2] = 50.0
+    targets = torch.tensor([[3, 2, 0]])
+    out = Seq2SeqOutput(torch.zeros(1, 3, vocab), {"future_logits": logits})
+    loss = future_cost_loss(out, Batch(torch.ones(1, 2, dtype=torch.long), torch.tensor([2]), torch.arange(1),
+                                       targets, targets))
+    assert loss.item() == pytest.approx(math.log(vocab) / 2, abs=1e-5)
+
+
+def test_future_state_t_comes_from_the_state_and_word_of_step_t():
+    model = tiny("model.methods.future_cost.model=1").eval()
+    b = batch()
+    encoder_out = model.encode(b)
+    hidden = model.decoder(b.tgt_in, encoder_out)
+    future = model.future_states(b.tgt_in, hidden, encoder_out)
+    embed = model.decoder.embed
+    first = model.future_cell(embed(torch.full((3,), EOS_ID)), mean_source_state(encoder_out))
+    assert torch.allclose(future[:, 0], first, atol=1e-6)
+    for t in range(1, 5):  # F_t = GRU(E[y_t], H_t); y_t = tgt_in[t], H_t = hidden[t - 1] (it predicted y_t)
+        assert torch.allclose(future[:, t], model.future_cell(embed(b.tgt_in[:, t]), hidden[:, t - 1]), atol=1e-6)
+    masked = mean_source_state(encoder_out)[1]
+    assert torch.allclose(masked, encoder_out.states[1, :4].mean(0), atol=1e-6)  # true length, not padded
+
+
+def test_future_logits_at_t_do_not_see_later_words():
+    model = tiny("model.methods.future_cost.model=2").eval()
+    b = batch()
+    before = model(b).extras["future_logits"]
+    b.tgt_in[:, 3] = 7
+    after = model(b).extras["future_logits"]
+    assert torch.allclose(before[:, :3], after[:, :3], atol=1e-6)
+    assert not torch.allclose(before[:, 3], after[:, 3])
+
+
+def test_model_one_translates_exactly_like_the_baseline_with_the_same_weights():
+    baseline = tiny().eval()
+    model_one = tiny("model.methods.future_cost.model=1", seed=1).eval()
+    missing, unexpected = model_one.load_state_dict(baseline.state_dict(), strict=False)
+    assert not unexpected and all(k.startswith("future_cell.") for k in missing)
+    b = batch()
+    assert torch.equal(model_one(b).logits, baseline(b).logits)
+    ours = beam_search(model_one, b, beam_size=3, max_len_a=1.0, max_len_b=4)
+    theirs = beam_search(baseline, b, beam_size=3, max_len_a=1.0, max_len_b=4)
+    assert [[h.tokens for h in hs] for hs in ours] == [[h.tokens for h in hs] for hs in theirs]
+
+
+def test_model_two_incremental_decoding_equals_the_full_pass_and_beam_one_equals_greedy():
+    model = tiny("model.methods.future_cost.model=2").eval()
+    assert isinstance(model, FutureCostModel) and model.gate is not None
+    b = batch()
+    full = model(b).logits
+    state = model.init_state(model.encode(b))
+    steps = torch.stack([model.decode_step(b.tgt_in[:, t], state) for t in range(5)], dim=1)
+    assert torch.allclose(full, steps, atol=1e-5)
+    greedy = greedy_search(model, b, max_len_a=1.0, max_len_b=4)
+    beam1 = beam_search(model, b, beam_size=1, max_len_a=1.0, max_len_b=4)
+    assert [h[0].tokens for h in greedy] == [h[0].tokens for h in beam1]
+
+
+def test_gradients_reach_every_new_parameter():
+    model = tiny("model.methods.future_cost.model=2")
+    b = batch()
+    out = model(b)
+    (out.logits.logsumexp(-1).sum() + future_cost_loss(out, b)).backward()
+    new = {n: p for n, p in model.named_parameters() if n.startswith(("future_cell.", "gate."))}
+    assert len(new) == 5  # W_{r,z,} with biases, U_{r,z}, U, W_g
+    assert all(p.grad is not None and p.grad.abs().sum() > 0 for p in new.values()), new.keys()
+
+
+def test_bad_model_number_is_a_configuration_error():
+    with pytest.raises(ConfigError, match="expected 1 or 2"):
+        tiny("model.methods.future_cost.model=3")
+
+
+def test_model_two_trains_and_logs_the_future_cost(train_tiny, tmp_path):
+    losses = train_tiny("model.methods.future_cost.model=2", "model.methods.future_cost.weight=0.5",
+                        "train.log_every=20")
+    assert losses[-1] < 0.8 * losses[0] and losses[-1] < 3.0
+    logged = [float(line.split("future_cost ")[1].split()[0])
+              for line in (tmp_path / "run" / "train.log").read_text().splitlines() if "future_cost " in line]
+    assert len(logged) == 6 and logged[-1] < logged[0]
+
+
+def test_switching_it_on_from_the_command_line_round_trips_through_the_saved_config(small_data, tmp_path):
+    run = tmp_path / "run"
+    assert main(["train", "--data", str(small_data), "--preset", "tiny", "--out", str(run),
+                 "--set", "model.methods.future_cost.model=2", "--set", "train.max_steps=2",
+                 "--set", "train.valid_every=2", "--set", "train.progress=false",
+                 "--set", "train.valid_bleu=false"]) == 0
+    loaded = api.load_run(run, "last", "cpu")
+    assert loaded.cfg.model.methods == {"future_cost": {"model": 2}}
+    assert isinstance(loaded.model, FutureCostModel) and loaded.model.gate is not None
+    assert len(loaded.translate(["the dog sees a cat ."], beam_size=2)) == 1

@@ -1,0 +1,60 @@
+"""Analyses: swapped-word test sets, length groups, tables and plots."""
+
+import random
+
+import pytest
+
+from ordo.analysis.groups import group_by_length, quantile_bounds, score_groups
+from ordo.analysis.perturb import swap_sentences, swap_words
+from ordo.analysis.plots import line_plot
+from ordo.analysis.tables import markdown_table, write_tables
+from ordo.evaluation.bleu import multi_bleu
+
+WORDS = ["a", "b", "c", "d", "e", "f", "g", "h", "i", "j"]
+
+
+def test_swap_moves_exactly_the_asked_share_and_keeps_the_words():
+    for fraction, moved in ((0.0, 0), (0.3, 3), (0.5, 5), (1.0, 10)):
+        swapped = swap_words(WORDS, fraction, random.Random(4))
+        assert sorted(swapped) == WORDS
+        assert sum(a != b for a, b in zip(swapped, WORDS)) == moved, fraction
+
+
+def test_a_small_share_still_swaps_two_words_and_short_sentences_survive():
+    assert sum(a != b for a, b in zip(swap_words(WORDS, 0.1, random.Random(0)), WORDS)) == 2
+    assert swap_words(["alone"], 1.0, random.Random(0)) == ["alone"]
+    with pytest.raises(ValueError, match=r"\[0, 1\]"):
+        swap_words(WORDS, 1.5, random.Random(0))
+
+
+def test_swapped_sets_are_reproducible_and_bleu_against_the_original_falls():
+    vocabulary = [f"w{k}" for k in range(100)]
+    sentences = [" ".join(random.Random(i).sample(vocabulary, 12)) for i in range(50)]
+    assert swap_sentences(sentences, 0.4, seed=3) == swap_sentences(sentences, 0.4, seed=3)
+    scores = [multi_bleu(swap_sentences(sentences, f / 10, seed=3), sentences) for f in range(0, 11, 2)]
+    assert scores[0] == pytest.approx(100.0)
+    assert scores[0] > scores[1] > scores[2] > scores[3]  # 0%, 20%, 40%, 60%
+    assert max(scores[4:]) < scores[2]  # a random permutation keeps a few n-grams by chance
+
+
+def test_length_groups_by_quantiles_and_by_explicit_bounds():
+    lengths = [3, 5, 5, 6, 7, 8, 9, 12, 15, 20]
+    assert quantile_bounds(lengths, 3) == [6, 9]
+    groups = group_by_length(lengths, [6, 9])
+    assert [(g.label, g.indices) for g in groups] == [("3-6", [0, 1, 2, 3]), ("7-9", [4, 5, 6]), ("12-20", [7, 8, 9])]
+    assert [g.label for g in group_by_length(lengths, [4, 100])] == ["3", "5-20"]
+
+
+def test_scores_per_group_use_only_the_groups_sentences():
+    groups = group_by_length([2, 2, 9], [5])
+    hyps, refs = ["x y", "x y", "wrong"], ["x y", "x y", "right"]
+    assert score_groups(groups, hyps, refs, lambda h, r: float(sum(a == b for a, b in zip(h, r)) / len(h))) == [1.0, 0.0]
+
+
+def test_tables_and_plot_are_written(tmp_path):
+    text = markdown_table(["system", "BLEU"], [["base", 30.123], ["new", None]])
+    assert text.splitlines() == ["| system | BLEU |", "|---|---|", "| base | 30.12 |", "| new | - |"]
+    write_tables(tmp_path / "t", ["system", "BLEU"], [["base", 30.123]])
+    assert (tmp_path / "t.tsv").read_text().splitlines() == ["system\tBLEU", "base\t30.123"]
+    png = line_plot(["0%", "50%"], {"base": [30.0, 10.0], "new": [31.0, 12.0]}, "x", "BLEU", tmp_path / "p.png")
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
