@@ -1,8 +1,14 @@
-# Shared steps of the recipes. A recipe's run.sh sets here, data_dir, work, src, tgt, train_split,
-# valid_split and tests, defines download_data, then calls: recipe_main "$@".
+# Shared steps of the recipes, sourced after setting here (the recipe's folder). A single-corpus recipe's
+# run.sh also sets data_dir, work, src, tgt, train_split, valid_split and tests, defines download_data, then
+# calls: recipe_main "$@". A comparison recipe calls recipe_setup and runs "$py" "$here/../compare.py" ....
 set -euo pipefail
 root="$(cd "$here/../.." && pwd)"
 ordo="$root/.venv/bin/ordo"
+py="$root/.venv/bin/python"
+
+recipe_setup() {
+  [ -x "$ordo" ] || make -C "$root" setup
+}
 
 recipe_usage() {
   echo "usage: $0 [--data-dir DIR] [--work DIR] [--minutes N] [--download]" >&2
@@ -21,7 +27,7 @@ recipe_main() {
     esac
   done
   minutes="$minutes_arg"
-  [ -x "$ordo" ] || make -C "$root" setup
+  recipe_setup
   if [ "$download" = 1 ]; then
     mkdir -p "$data_dir"
     download_data

@@ -22,7 +22,6 @@ from ordo.batch import Batch
 from ordo.errors import ConfigError
 from ordo.methods.registry import Method, register_method
 from ordo.models.attention import RelationSelfAttention
-from ordo.models.outputs import EncoderOutput
 from ordo.models.slots import Slots
 from ordo.models.transformer import TransformerDecoderLayer
 
@@ -61,20 +60,11 @@ class RelativeDecoderLayer(TransformerDecoderLayer):
         super().__init__(**parts)  # type: ignore[arg-type]
         self.clip = clip
 
-    def forward(
-        self,
-        x: torch.Tensor,
-        encoder_out: EncoderOutput,
-        memory_mask: torch.Tensor | None,
-        cache: dict[str, torch.Tensor] | None = None,
-    ) -> torch.Tensor:
-        """(B, T, D) -> (B, T, D), as :meth:`TransformerDecoderLayer.forward`."""
+    def self_relations(self, x: torch.Tensor, cache: dict[str, torch.Tensor] | None) -> torch.Tensor:
+        """Clipped distances (1, T, start + T) of the new steps ``x`` to every step so far."""
         start = cache["self_k"].size(2) if cache is not None and "self_k" in cache else 0
         keys = torch.arange(start + x.size(1), device=x.device)
-        relations = relative_ids(keys[start:], keys, self.clip)  # (1, T, start + T)
-        x = self.self_block(x, lambda h: self.self_attn(h, causal=True, cache=cache, relations=relations))
-        x = self.cross_block(x, lambda h: self.cross_attn(h, encoder_out.states, memory_mask, cache))
-        return self.ffn_block(x, self.ffn)
+        return relative_ids(keys[start:], keys, self.clip)
 
 
 def apply_relative_pe(slots: Slots, cfg: RelativePEConfig) -> None:

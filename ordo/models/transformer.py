@@ -102,6 +102,11 @@ class TransformerDecoderLayer(nn.Module):
         self.cross_block = Residual(dim, dropout, norm_first)
         self.ffn_block = Residual(dim, dropout, norm_first)
 
+    def self_relations(self, x: torch.Tensor, cache: dict[str, torch.Tensor] | None) -> torch.Tensor | None:
+        """Relation ids (1, T, T_past + T) for the masked self-attention of the new steps ``x``; the baseline
+        has none, a method (relative positions) overrides this."""
+        return None
+
     def forward(
         self,
         x: torch.Tensor,
@@ -110,7 +115,8 @@ class TransformerDecoderLayer(nn.Module):
         cache: dict[str, torch.Tensor] | None = None,
     ) -> torch.Tensor:
         """(B, T, D) -> (B, T, D); with ``cache``, T is the new steps only and the cache grows."""
-        x = self.self_block(x, lambda h: self.self_attn(h, causal=True, cache=cache))
+        relations = self.self_relations(x, cache)
+        x = self.self_block(x, lambda h: self.self_attn(h, causal=True, cache=cache, relations=relations))
         x = self.cross_block(x, lambda h: self.cross_attn(h, encoder_out.states, memory_mask, cache))
         return self.ffn_block(x, self.ffn)
 

@@ -5,12 +5,9 @@
 # on the KFTT gold set, next to eflomal's AER on the same sentences, and attention plots of one sentence.
 #
 # usage: recipes/distortion/run.sh [--steps N]
-set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
-root="$here/../.."
-py="$root/.venv/bin/python"
-ordo="$root/.venv/bin/ordo"
-[ -x "$py" ] || make -C "$root" setup
+source "$here/../lib.sh"
+recipe_setup
 "$py" "$here/../compare.py" --suite enja_compare --report distortion \
   rnnsearch rnn_s_distortion rnn_t_distortion rnn_h_distortion baseline "$@"
 work="$root/work/enja_compare"

@@ -5,12 +5,9 @@
 # (test references included, as the paper does). Systems tables and Sim (Eq. 12) of ExGRE/ReFSR.
 #
 # usage: recipes/exgre/run.sh [--steps N]
-set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
-root="$here/../.."
-py="$root/.venv/bin/python"
-ordo="$root/.venv/bin/ordo"
-[ -x "$py" ] || make -C "$root" setup
+source "$here/../lib.sh"
+recipe_setup
 for suite in enja_compare m30k_compare; do
   "$py" "$here/../compare.py" --suite "$suite" --report exgre baseline baseline_seed2 exgre exgre_soft refsr refsr_soft "$@"
   work="$root/work/$suite"

@@ -4,11 +4,10 @@
 # speeds) and BLEU by source-length group. Shares the baselines with the other comparisons.
 #
 # usage: recipes/future_cost/run.sh [--steps N]
-set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
-root="$here/../.."
-[ -x "$root/.venv/bin/python" ] || make -C "$root" setup
+source "$here/../lib.sh"
+recipe_setup
 for suite in enja_compare m30k_compare; do
-  "$root/.venv/bin/python" "$here/../compare.py" --suite "$suite" --report future_cost \
+  "$py" "$here/../compare.py" --suite "$suite" --report future_cost \
     baseline baseline_seed2 future_cost_1 future_cost_2 "$@"
 done

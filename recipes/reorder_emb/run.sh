@@ -5,10 +5,9 @@
 # against +Both REs. Shares trained systems with the other Ja->En comparisons (recipes/enja_compare).
 #
 # usage: recipes/reorder_emb/run.sh [--steps N] [--work DIR] [--data-dir DIR]
-set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
-root="$here/../.."
-[ -x "$root/.venv/bin/python" ] || make -C "$root" setup
-exec "$root/.venv/bin/python" "$here/../compare.py" --suite enja_compare --report reorder_emb \
+source "$here/../lib.sh"
+recipe_setup
+exec "$py" "$here/../compare.py" --suite enja_compare --report reorder_emb \
   --robustness baseline,both_res \
   baseline baseline_seed2 additional_pe relative_pe encoder_res decoder_res both_res "$@"

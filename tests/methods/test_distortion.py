@@ -2,9 +2,9 @@
 
 import pytest
 import torch
+from model_helpers import tiny, toy_batch
 
 from ordo import api
-from ordo.batch import Batch
 from ordo.build import build_model
 from ordo.config import load_config
 from ordo.decoding.search import beam_search, greedy_search
@@ -13,18 +13,12 @@ from ordo.methods.distortion import DistortionAttention, shift_alignments
 from ordo.training.checkpoint import load_checkpoint, step_checkpoints
 
 
-def rnn(*overrides, vocab=40, seed=0):
-    cfg = load_config(None, ["model.preset=rnn-tiny", "model.dropout=0", *overrides]).model
-    torch.manual_seed(seed)
-    return build_model(cfg, vocab, vocab).model
+def rnn(*overrides, seed=0):
+    return tiny(*overrides, seed=seed, preset="rnn-tiny")
 
 
-def batch(vocab=40):
-    torch.manual_seed(5)
-    src = torch.randint(4, vocab, (3, 7))
-    src[1, 4:] = 0
-    tgt = torch.randint(4, vocab, (3, 5))
-    return Batch(src, torch.tensor([7, 4, 7]), torch.arange(3), tgt, tgt.clone())
+def batch():
+    return toy_batch(3, 7, 5, 1, 4, 5)
 
 
 def test_shift_moves_mass_right_for_positive_jumps_with_zero_fill():

@@ -4,9 +4,9 @@ import math
 
 import pytest
 import torch
+from model_helpers import tiny, toy_batch
 
-from ordo.batch import Batch
-from ordo.build import build_model, count_parameters
+from ordo.build import count_parameters
 from ordo.config import load_config
 from ordo.errors import ConfigError
 from ordo.methods.exgre import (
@@ -21,19 +21,9 @@ from ordo.models.embeddings import SinusoidalPositions, sinusoidal_table
 from ordo.models.outputs import Seq2SeqOutput
 
 
-def tiny(*overrides, vocab=40, seed=0):
-    cfg = load_config(None, ["model.preset=tiny", "model.dropout=0", *overrides]).model
-    torch.manual_seed(seed)
-    return build_model(cfg, vocab, vocab).model
-
-
-def batch(vocab=40):
-    torch.manual_seed(4)
-    src = torch.randint(4, vocab, (2, 6))
-    src[1, 4:] = 0
-    tgt = torch.randint(4, vocab, (2, 5))
+def batch():
     positions = torch.tensor([[3, 1, 2, 5, 4, 0], [2, 1, 3, 0, 0, 0]])  # 1-based, 0 at EOS and padding
-    return Batch(src, torch.tensor([6, 4]), torch.arange(2), tgt, tgt.clone(), {FIELD: positions})
+    return toy_batch(2, 6, 5, 1, 4, 4, fields={FIELD: positions})
 
 
 def test_predicted_positions_lie_in_zero_to_the_true_length():

@@ -4,30 +4,19 @@ import math
 
 import pytest
 import torch
+from model_helpers import tiny, toy_batch
 
 from ordo import api
 from ordo.batch import EOS_ID, Batch
-from ordo.build import build_model
 from ordo.cli import main
-from ordo.config import load_config
 from ordo.decoding.search import beam_search, greedy_search
 from ordo.errors import ConfigError
 from ordo.methods.future_cost import FutureCostModel, future_cost_loss, mean_source_state
 from ordo.models.outputs import Seq2SeqOutput
 
 
-def tiny(*overrides, vocab=40, seed=0):
-    cfg = load_config(None, ["model.preset=tiny", "model.dropout=0", *overrides]).model
-    torch.manual_seed(seed)
-    return build_model(cfg, vocab, vocab).model
-
-
-def batch(vocab=40):
-    torch.manual_seed(3)
-    src = torch.randint(4, vocab, (3, 6))
-    src[1, 4:] = 0
-    tgt = torch.randint(4, vocab, (3, 5))
-    return Batch(src, torch.tensor([6, 4, 6]), torch.arange(3), tgt, tgt.clone())
+def batch():
+    return toy_batch(3, 6, 5, 1, 4, 3)
 
 
 def test_loss_reads_the_reference_at_the_same_step_and_ignores_padding():

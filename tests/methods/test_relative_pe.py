@@ -2,27 +2,15 @@
 
 import pytest
 import torch
+from model_helpers import tiny, toy_batch
 
-from ordo.batch import Batch
-from ordo.build import build_model
-from ordo.config import load_config
 from ordo.errors import ConfigError
 from ordo.methods.relative_pe import relative_ids
 from ordo.models.attention import RelationSelfAttention, SelfAttention
 
 
-def tiny(*overrides, vocab=40):
-    cfg = load_config(None, ["model.preset=tiny", "model.dropout=0", *overrides]).model
-    torch.manual_seed(0)
-    return build_model(cfg, vocab, vocab).model
-
-
-def batch(vocab=40):
-    torch.manual_seed(2)
-    src = torch.randint(4, vocab, (2, 7))
-    src[1, 5:] = 0
-    tgt = torch.randint(4, vocab, (2, 6))
-    return Batch(src, torch.tensor([7, 5]), torch.arange(2), tgt, tgt.clone())
+def batch():
+    return toy_batch(2, 7, 6, 1, 5, 2)
 
 
 def test_relative_ids_are_clipped_distances():

@@ -4,27 +4,17 @@ import math
 
 import pytest
 import torch
+from model_helpers import tiny, toy_batch
 
 from ordo.batch import Batch
-from ordo.build import build_model, count_parameters
-from ordo.config import load_config
+from ordo.build import count_parameters
 from ordo.errors import ConfigError
 from ordo.methods.reorder_emb import PositionalPenalty, ReorderingEncoderLayer, ReorderingStep
 from ordo.models.embeddings import SinusoidalPositions, sinusoidal_table
 
 
-def tiny(*overrides, vocab=40):
-    cfg = load_config(None, ["model.preset=tiny", "model.dropout=0", *overrides]).model
-    torch.manual_seed(0)
-    return build_model(cfg, vocab, vocab).model
-
-
-def batch(vocab=40):
-    torch.manual_seed(1)
-    src = torch.randint(4, vocab, (3, 6))
-    src[2, 3:] = 0
-    tgt = torch.randint(4, vocab, (3, 5))
-    return Batch(src, torch.tensor([6, 6, 3]), torch.arange(3), tgt, tgt.clone())
+def batch():
+    return toy_batch(3, 6, 5, 2, 3, 1)
 
 
 def test_penalty_lies_strictly_between_zero_and_one():
