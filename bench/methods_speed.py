@@ -7,6 +7,9 @@ tokens. Decoding: the incremental-decoding work of beam 5 over 30 output tokens 
 once, 30 decode steps over 800 rows with a beam reorder of the state after each step). Systems are timed in
 interleaved rounds and the median is kept, so drift on the machine affects all of them alike.
 
+Ratios are against the first system named: run the Transformer methods and the RNN ones separately, e.g.
+``--systems rnnsearch,rnn_s_distortion,rnn_t_distortion,rnn_h_distortion --out bench/rnn_speed.md``.
+
 usage: python bench/methods_speed.py [--rounds 5] [--steps 3] [--systems baseline,future_cost_2,...] [--out F]
 """
 
@@ -36,7 +39,12 @@ SYSTEMS = {
     "refsr": ["model.methods.refsr.weight=0.6"],
     "future_cost_1": ["model.methods.future_cost.model=1"],
     "future_cost_2": ["model.methods.future_cost.model=2"],
+    "rnnsearch": ["model.preset=rnn-small"],
+    "rnn_s_distortion": ["model.preset=rnn-small", "model.methods.distortion.context=source"],
+    "rnn_t_distortion": ["model.preset=rnn-small", "model.methods.distortion.context=target"],
+    "rnn_h_distortion": ["model.preset=rnn-small", "model.methods.distortion.context=hidden"],
 }
+TRANSFORMER_SYSTEMS = [name for name in SYSTEMS if not name.startswith("rnn")]
 VOCAB, BATCH, LENGTH, BEAM, OUT_TOKENS = 8000, 160, 25, 5, 30
 
 
@@ -96,7 +104,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--steps", type=int, default=3, help="training steps per timing")
-    parser.add_argument("--systems", default=",".join(SYSTEMS))
+    parser.add_argument("--systems", default=",".join(TRANSFORMER_SYSTEMS))
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "methods_speed.md")
     args = parser.parse_args()

@@ -140,11 +140,21 @@ def _add_alignment_verbs(sub: argparse._SubParsersAction) -> None:
     r.add_argument("--out", required=True)
 
 
+def _add_export(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("export", help="convert a trained baseline Transformer for another inference engine")
+    p.add_argument("--model", required=True, help="run directory")
+    p.add_argument("--format", required=True, choices=["ctranslate2"])
+    p.add_argument("--out", required=True, help="output model directory")
+    p.add_argument("--checkpoint", default="best", help="best | last | averaged | a path")
+    p.add_argument("--quantization", choices=["int8", "int8_float32", "float16", "bfloat16"],
+                   help="store the weights quantized (default: float32)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``ordo`` argument parser with all its verbs."""
     parser = argparse.ArgumentParser(prog="ordo", description="NMT toolkit with a focus on word order")
     sub = parser.add_subparsers(dest="verb", required=True)
-    for add in (_add_prepare, _add_train, _add_translate, _add_average, _add_evaluate, _add_analyze, _add_alignment_verbs, _add_demo):
+    for add in (_add_prepare, _add_train, _add_translate, _add_average, _add_evaluate, _add_analyze, _add_alignment_verbs, _add_export, _add_demo):
         add(sub)
     return parser
 
@@ -355,6 +365,13 @@ def run_reorder(args: argparse.Namespace) -> None:
             raise InputError(f"{args.src} and {args.align} have different numbers of lines")
 
 
+def run_export(args: argparse.Namespace) -> None:
+    """``ordo export --format ctranslate2``."""
+    from ordo.export import export_ctranslate2
+
+    print(export_ctranslate2(args.model, args.out, args.checkpoint, args.quantization))
+
+
 def run_demo(args: argparse.Namespace) -> None:
     """``ordo demo``."""
     from ordo.demo import run_demo as demo
@@ -365,7 +382,8 @@ def run_demo(args: argparse.Namespace) -> None:
 VERBS = {
     "prepare": run_prepare, "train": run_train, "translate": run_translate, "average": run_average,
     "evaluate": run_evaluate, "analyze": run_analyze, "align": run_align,
-    "evaluate-alignment": run_evaluate_alignment, "reorder": run_reorder, "demo": run_demo,
+    "evaluate-alignment": run_evaluate_alignment, "reorder": run_reorder, "export": run_export,
+    "demo": run_demo,
 }
 
 

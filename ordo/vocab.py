@@ -180,3 +180,7 @@ class Vocab:
             One piece string per id, e.g. ``"▁cat"``.
         """
         return [self.processor.id_to_piece(int(i)) for i in ids]
+
+    def all_pieces(self) -> list[str]:
+        """Every piece string, in id order (``<pad>``, ``<unk>``, ``<s>``, ``</s>`` first)."""
+        return [self.processor.id_to_piece(i) for i in range(len(self))]

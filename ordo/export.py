@@ -1,0 +1,124 @@
+"""``ordo export --format ctranslate2``: a trained baseline Transformer as a CTranslate2 model directory.
+
+CTranslate2 (Klein et al. 2020) runs the same weights with its own C++ kernels. The mapping, layer by
+layer: packed QKV -> the fused self-attention projection, the cross-attention's packed KV -> its fused
+key/value projection, each residual block's LayerNorm -> that block's layer norm (``pre_norm`` follows
+``model.norm``), the sinusoidal table from position 1 on (ordo's first token gets PE(1), CTranslate2's
+index 0), embeddings scaled by sqrt(d), the output projection without bias. Tokens are SentencePiece pieces;
+the source gets </s> appended and decoding starts from <s>, as in ordo. Methods change the network, so only
+the plain baseline exports.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from ordo.api import LoadedRun, load_run
+from ordo.errors import ConfigError, OrdoError
+from ordo.models.attention import CrossAttention, SelfAttention
+from ordo.models.transformer import FeedForward, Residual, TransformerModel
+
+
+def _array(tensor: torch.Tensor) -> np.ndarray:
+    return tensor.detach().float().cpu().numpy()
+
+
+def _linear(spec: Any, weight: torch.Tensor, bias: torch.Tensor | None) -> None:
+    spec.weight = _array(weight)
+    if bias is not None:
+        spec.bias = _array(bias)
+
+
+def _norm(spec: Any, block: Residual) -> None:
+    spec.gamma = _array(block.norm.weight)
+    spec.beta = _array(block.norm.bias)
+
+
+def _self_attention(spec: Any, attention: SelfAttention, block: Residual) -> None:
+    _linear(spec.linear[0], attention.qkv.weight, attention.qkv.bias)
+    _linear(spec.linear[1], attention.out.weight, attention.out.bias)
+    _norm(spec.layer_norm, block)
+
+
+def _cross_attention(spec: Any, attention: CrossAttention, block: Residual) -> None:
+    _linear(spec.linear[0], attention.q.weight, attention.q.bias)
+    _linear(spec.linear[1], attention.kv.weight, attention.kv.bias)
+    _linear(spec.linear[2], attention.out.weight, attention.out.bias)
+    _norm(spec.layer_norm, block)
+
+
+def _ffn(spec: Any, ffn: FeedForward, block: Residual) -> None:
+    _linear(spec.linear_0, ffn.fc1.weight, ffn.fc1.bias)
+    _linear(spec.linear_1, ffn.fc2.weight, ffn.fc2.bias)
+    _norm(spec.layer_norm, block)
+
+
+def check_exportable(run: LoadedRun) -> None:
+    """Raise ConfigError unless ``run`` is a plain baseline Transformer."""
+    if run.cfg.model.family != "transformer" or type(run.model) is not TransformerModel:
+        raise ConfigError("export: only the baseline Transformer exports (not the rnn family)")
+    if run.cfg.model.methods:
+        raise ConfigError(f"export: methods change the network; this run uses {', '.join(run.cfg.model.methods)}")
+
+
+def ctranslate2_spec(run: LoadedRun) -> Any:
+    """The CTranslate2 ``TransformerSpec`` holding ``run``'s weights and vocabularies."""
+    from ctranslate2.specs import transformer_spec
+
+    check_exportable(run)
+    cfg, model = run.cfg.model, run.model
+    encoder: Any = model.encoder  # TransformerEncoder and TransformerDecoder (check_exportable)
+    decoder: Any = model.decoder
+    pre_norm = cfg.norm == "pre"
+    spec = transformer_spec.TransformerSpec.from_config(
+        (cfg.encoder_layers, cfg.decoder_layers), cfg.heads, pre_norm=pre_norm
+    )
+    positions = _array(decoder.positions.table[1:])  # row p-1 holds PE(p)
+    for side_spec, side in ((spec.encoder, encoder), (spec.decoder, decoder)):
+        embeddings = side_spec.embeddings[0] if isinstance(side_spec.embeddings, list) else side_spec.embeddings
+        embeddings.weight = _array(side.embed.weight)
+        side_spec.scale_embeddings = True
+        side_spec.position_encodings.encodings = positions
+        if pre_norm:
+            side_spec.layer_norm.gamma = _array(side.final_norm.weight)
+            side_spec.layer_norm.beta = _array(side.final_norm.bias)
+    for layer_spec, layer in zip(spec.encoder.layer, encoder.layers):
+        _self_attention(layer_spec.self_attention, layer.self_attn, layer.attn_block)
+        _ffn(layer_spec.ffn, layer.ffn, layer.ffn_block)
+    for layer_spec, layer in zip(spec.decoder.layer, decoder.layers):
+        _self_attention(layer_spec.self_attention, layer.self_attn, layer.self_block)
+        _cross_attention(layer_spec.attention, layer.cross_attn, layer.cross_block)
+        _ffn(layer_spec.ffn, layer.ffn, layer.ffn_block)
+    output: Any = model.output
+    spec.decoder.projection.weight = _array(output.weight)
+    spec.register_source_vocabulary(run.src_vocab.all_pieces())
+    spec.register_target_vocabulary(run.tgt_vocab.all_pieces())
+    spec.config.add_source_eos = True
+    spec.config.decoder_start_token = "<s>"
+    return spec
+
+
+def export_ctranslate2(run_dir: str | Path, out: str | Path, checkpoint: str = "best",
+                       quantization: str | None = None) -> Path:
+    """Write ``run_dir``'s model (``checkpoint``) as a CTranslate2 model directory ``out``.
+
+    Raises:
+        OrdoError: when the ``ctranslate2`` package is missing; ConfigError for a model that cannot export.
+    """
+    try:
+        from ctranslate2.converters.converter import Converter
+    except ImportError:
+        raise OrdoError("export --format ctranslate2 needs the ctranslate2 package: pip install ctranslate2") from None
+    run = load_run(run_dir, checkpoint, "cpu")
+    check_exportable(run)
+
+    class RunConverter(Converter):  # type: ignore[misc]
+        def _load(self) -> Any:
+            return ctranslate2_spec(run)
+
+    RunConverter().convert(str(out), quantization=quantization, force=True)
+    return Path(out)
