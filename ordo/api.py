@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import os
 import shutil
 import sys
 from dataclasses import dataclass
@@ -118,7 +119,8 @@ def train(cfg: ExperimentConfig, run_dir: str | Path) -> Progress:
     meta = DataMeta.load(data_dir)
     if cfg.train.threads > 0:
         torch.set_num_threads(cfg.train.threads)
-    setup_logging(run_dir / "train.log")
+    main_process = int(os.environ.get("RANK", "0")) == 0  # under torchrun only rank 0 writes files and logs
+    setup_logging(run_dir / "train.log" if main_process else None, logging.INFO if main_process else logging.WARNING)
     torch.manual_seed(cfg.train.seed)
     built = build_for_data(cfg, meta)
     missing = [f for f in built.fields if f not in meta.fields.get("train", [])]
@@ -126,11 +128,12 @@ def train(cfg: ExperimentConfig, run_dir: str | Path) -> Progress:
         raise ConfigError(f"{data_dir}: the methods need batch fields {missing} that this data has not got")
     params = count_parameters(built.model)
     logger.info("model: %s, %d parameters (%.2fM)", cfg.model.family, params, params / 1e6)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    save_config(cfg, run_dir / "config.yaml")
-    with atomic_write(run_dir / "model_info.yaml") as handle:
-        yaml.safe_dump({"parameters": params, "methods": sorted(cfg.model.methods)}, handle)
-    _copy_vocabs(meta, data_dir, run_dir)
+    if main_process:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        save_config(cfg, run_dir / "config.yaml")
+        with atomic_write(run_dir / "model_info.yaml") as handle:
+            yaml.safe_dump({"parameters": params, "methods": sorted(cfg.model.methods)}, handle)
+        _copy_vocabs(meta, data_dir, run_dir)
     trainer = Trainer(built.model, cfg, run_dir, built.losses, built.fields)
     return trainer.train()
 
