@@ -49,6 +49,7 @@ def _add_translate(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--lenpen", type=float, help="length penalty exponent")
     p.add_argument("--max-len-a", type=float)
     p.add_argument("--max-len-b", type=int)
+    p.add_argument("--min-len", type=int, help="no end of sentence before this many output pieces")
     p.add_argument("--batch-tokens", type=int, help="source tokens per batch")
     p.add_argument("--device", default="auto")
 
@@ -202,6 +203,7 @@ def _decode_overrides(args: argparse.Namespace) -> dict[str, Any]:
     values = {
         "beam_size": 1 if args.greedy else args.beam, "nbest": args.nbest, "length_penalty": args.lenpen,
         "max_len_a": args.max_len_a, "max_len_b": args.max_len_b, "max_tokens": args.batch_tokens,
+        "min_len": args.min_len,
     }
     return {k: v for k, v in values.items() if v is not None}
 

@@ -87,6 +87,7 @@ class DecodeConfig:
     length_penalty: float = 1.0  # score = log-prob / length ** length_penalty
     max_len_a: float = 1.2  # maximum output length = a * source length + b
     max_len_b: int = 10
+    min_len: int = 0  # no EOS before this many output tokens
     nbest: int = 1  # hypotheses written per sentence
     max_tokens: int = 6000  # source tokens per translation batch
 

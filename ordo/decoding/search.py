@@ -70,6 +70,7 @@ def greedy_search(
     max_len_a: float = 1.2,
     max_len_b: int = 10,
     length_penalty: float = 1.0,
+    min_len: int = 0,
 ) -> list[list[Hypothesis]]:
     """The most probable token at every step, for all sentences of ``batch`` at once.
 
@@ -80,6 +81,7 @@ def greedy_search(
         max_len_b: maximum output length offset.
         length_penalty: exponent of the length in ``Hypothesis.score`` (it does not affect the output;
             the default matches :func:`beam_search`, so beam size 1 gives the same scores).
+        min_len: EOS is not allowed before this many output tokens (unless the maximum is reached).
 
     Returns:
         One list per sentence, in batch order, holding its single hypothesis.
@@ -95,7 +97,7 @@ def greedy_search(
         log_probs = torch.zeros(num_sentences, device=device)  # (A,)
         for step in range(int(max_lens.max()) + 1):
             forced = max_lens[sentences].le(step)  # (A,)
-            lprobs = _next_log_probs(model, _last_tokens(tokens), state, forced)  # (A, V)
+            lprobs = _next_log_probs(model, _last_tokens(tokens), state, forced, step < min_len)  # (A, V)
             best_lprobs, best = lprobs.max(dim=1)  # (A,), (A,)
             log_probs = log_probs + best_lprobs
             ended = best.eq(EOS_ID) | forced  # (A,)
@@ -185,6 +187,7 @@ def beam_search(
     max_len_b: int = 10,
     length_penalty: float = 1.0,
     nbest: int = 1,
+    min_len: int = 0,
 ) -> list[list[Hypothesis]]:
     """Batched beam search: all sentences of ``batch`` at once, ``beam_size`` rows each.
 
@@ -197,6 +200,7 @@ def beam_search(
         length_penalty: exponent of the length in the score; 0 ranks by log-probability alone, larger
             values favour longer hypotheses.
         nbest: hypotheses returned per sentence, at most ``beam_size``.
+        min_len: EOS is not allowed before this many output tokens (unless the maximum is reached).
 
     Returns:
         One list per sentence, in batch order, of at most ``nbest`` distinct hypotheses, best score first.
@@ -218,7 +222,7 @@ def beam_search(
         for step in range(int(max_lens.max()) + 1):
             forced = max_lens[beams.sentences].le(step)  # (A,)
             lprobs = _next_log_probs(
-                model, _last_tokens(beams.tokens), state, forced.repeat_interleave(beam_size)
+                model, _last_tokens(beams.tokens), state, forced.repeat_interleave(beam_size), step < min_len
             )  # (A*K, V)
             candidates = _top_candidates(beams.scores, lprobs, beam_size)
             _collect_finished(candidates, beams, beam_size, length_penalty, finished, num_finished)
@@ -344,7 +348,7 @@ def _last_tokens(tokens: torch.Tensor) -> torch.Tensor:
 
 
 def _next_log_probs(
-    model: Seq2SeqModel, prev_tokens: torch.Tensor, state: DecoderState, forced: torch.Tensor
+    model: Seq2SeqModel, prev_tokens: torch.Tensor, state: DecoderState, forced: torch.Tensor, too_short: bool = False
 ) -> torch.Tensor:
     """Next-token log-probabilities in float32 with PAD and BOS masked, EOS forced where asked.
 
@@ -353,12 +357,15 @@ def _next_log_probs(
         prev_tokens: (R,) previous tokens.
         state: decoder state with R rows.
         forced: (R,) bool, rows that reached their maximum length: every token but EOS gets -inf there.
+        too_short: the outputs are shorter than the minimum length: EOS gets -inf (unless forced).
 
     Returns:
         (R, V) float32 log-probabilities (the model's own values where not masked).
     """
     lprobs = F.log_softmax(model.decode_step(prev_tokens, state).float(), dim=-1)  # (R, V)
     lprobs[:, [PAD_ID, BOS_ID]] = float("-inf")
+    if too_short:
+        lprobs[:, EOS_ID] = float("-inf")
     not_eos = torch.arange(lprobs.size(1), device=lprobs.device).ne(EOS_ID)  # (V,)
     return lprobs.masked_fill_(forced.unsqueeze(1) & not_eos, float("-inf"))
 

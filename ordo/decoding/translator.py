@@ -19,9 +19,10 @@ from ordo.models.outputs import Seq2SeqModel
 def search_batch(model: Seq2SeqModel, batch: Batch, decode: DecodeConfig) -> list[list[Hypothesis]]:
     """Greedy search when ``decode.beam_size`` is 1, else beam search, for one batch."""
     if decode.beam_size <= 1:
-        return greedy_search(model, batch, decode.max_len_a, decode.max_len_b)
+        return greedy_search(model, batch, decode.max_len_a, decode.max_len_b, decode.length_penalty, decode.min_len)
     return beam_search(
-        model, batch, decode.beam_size, decode.max_len_a, decode.max_len_b, decode.length_penalty, decode.nbest
+        model, batch, decode.beam_size, decode.max_len_a, decode.max_len_b, decode.length_penalty, decode.nbest,
+        decode.min_len,
     )
 
 

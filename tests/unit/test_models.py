@@ -103,3 +103,15 @@ def test_beam_one_equals_greedy_and_batched_equals_single_on_the_transformer():
     beam4 = beam_search(model, batch, beam_size=4, max_len_a=1.0, max_len_b=4)
     alone = Batch(batch.src_tokens[1:2, :4], batch.src_lengths[1:2], torch.arange(1))
     assert beam_search(model, alone, beam_size=4, max_len_a=1.0, max_len_b=4)[0][0].tokens == beam4[1][0].tokens
+
+
+def test_minimum_length_holds_back_the_end_of_sentence_in_greedy_and_beam_search():
+    from ordo.decoding.search import beam_search, greedy_search
+
+    model = tiny_model()
+    batch = make_batch()
+    for search in (lambda **kw: greedy_search(model, batch, **kw), lambda **kw: beam_search(model, batch, 3, **kw)):
+        exact = search(max_len_a=0.0, max_len_b=6, min_len=6)
+        assert [len(h[0].tokens) for h in exact] == [6, 6, 6]
+        free = search(max_len_a=0.0, max_len_b=6)
+        assert all(len(h[0].tokens) <= 6 for h in free)
