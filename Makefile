@@ -26,5 +26,9 @@ lint: setup
 	$(BIN)/ruff check ordo tests
 	$(BIN)/mypy ordo
 
+bench: setup
+	$(BIN)/pip install -q -e '.[bench]'
+	$(BIN)/python bench/peers.py
+
 clean:
 	rm -rf demo_run .pytest_cache

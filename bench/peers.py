@@ -1,0 +1,268 @@
+"""ordo against the toolkits researchers would otherwise use, on identical work, in one run (``make bench``).
+
+Shape (the speed issue's, as ``../shared/bench/peers_cpu.py`` measured the peers): d_model 256, 4 heads,
+FFN 1024, 3+3 layers, joint vocabulary 8000, shared embeddings, dropout 0.1, label smoothing 0.1, Adam;
+batches of 160 sentence pairs of 25 random tokens; 2 threads. Figures:
+
+- training target tokens/s (8 timed steps after 3 warm-up steps; forward, loss, backward, Adam), and the FLOP/s
+  it achieves against the machine's fp32 matmul peak (2048² GEMMs);
+- greedy and beam-5 translation of 32 sentences with exactly 30 output tokens each, sentences/s;
+- peak resident memory of the process that did the work.
+
+Peers: Hugging Face transformers ``MarianMTModel`` (train, ``generate``) and CTranslate2 (translate), the
+latter running ordo's own weights through ``ordo export --format ctranslate2`` (their outputs are compared).
+Every measurement runs in its own process (clean peak memory); they run one after the other.
+
+usage: python bench/peers.py [--out bench/peers.md]     the last line printed reads ``train xA beam5 xB xC``
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+V, D, H, F, L = 8000, 256, 4, 1024, 3
+B, S, T = 160, 25, 25
+STEPS, WARM = 8, 3
+DEC_B, DEC_LEN, BEAM = 32, 30, 5
+THREADS = 2
+
+
+def peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def random_batch() -> tuple[torch.Tensor, torch.Tensor]:
+    generator = torch.Generator().manual_seed(0)
+    return torch.randint(4, V, (B, S), generator=generator), torch.randint(4, V, (B, T), generator=generator)
+
+
+def timed(step, steps: int = STEPS, warm: int = WARM) -> float:  # type: ignore[no-untyped-def]
+    """Seconds per call of ``step`` over ``steps`` calls after ``warm`` untimed ones."""
+    for _ in range(warm):
+        step()
+    start = time.perf_counter()
+    for _ in range(steps):
+        step()
+    return (time.perf_counter() - start) / steps
+
+
+def matmul_peak() -> dict:
+    a, b = torch.randn(2048, 2048), torch.randn(2048, 2048)
+    seconds = timed(lambda: a @ b, steps=10, warm=2)
+    return {"gflops": 2 * 2048**3 / seconds / 1e9}
+
+
+def training_flops_per_step() -> float:
+    """Matmul FLOPs of one training step (forward x 3): projections, FFN, attention scores/values, output layer."""
+    per_layer_token = 2 * (4 * D * D + 2 * D * F)  # QKV + out, FFN (encoder layer)
+    encoder = B * S * L * (per_layer_token + 2 * 2 * S * D)
+    decoder_token = 2 * (8 * D * D + 2 * D * F)  # self QKV+out, cross Q+KV+out, FFN
+    decoder = B * T * L * (decoder_token + 2 * 2 * T * D + 2 * 2 * S * D)
+    output = B * T * 2 * D * V
+    return 3.0 * (encoder + decoder + output)
+
+
+def ordo_model():  # type: ignore[no-untyped-def]
+    from ordo.build import build_model
+    from ordo.config import load_config
+
+    cfg = load_config(None, ["model.preset=small", "model.dropout=0.1", "model.share_embeddings=all"]).model
+    torch.manual_seed(0)
+    return build_model(cfg, V, V).model
+
+
+def ordo_train() -> dict:
+    from ordo.batch import Batch
+    from ordo.losses import label_smoothed_nll
+
+    model = ordo_model().train()
+    src, tgt = random_batch()
+    tgt_in = torch.cat([torch.full((B, 1), 2), tgt[:, :-1]], 1)
+    batch = Batch(src, torch.full((B,), S), torch.arange(B), tgt_in, tgt)
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9)
+
+    def step() -> None:
+        optimizer.zero_grad(set_to_none=True)
+        loss = label_smoothed_nll(model(batch).logits, batch.tgt_out, 0.1)[0] / (B * T)
+        loss.backward()
+        optimizer.step()
+
+    seconds = timed(step)
+    return {"tok_per_s": B * T / seconds, "gflops": training_flops_per_step() / seconds / 1e9,
+            "params": sum(p.numel() for p in model.parameters())}
+
+
+def ordo_decode(beam: int) -> dict:
+    from ordo.batch import Batch
+    from ordo.decoding.search import beam_search, greedy_search
+
+    model = ordo_model().eval()
+    src = random_batch()[0][:DEC_B]
+    batch = Batch(src, torch.full((DEC_B,), S), torch.arange(DEC_B))
+    limits = {"max_len_a": 0.0, "max_len_b": DEC_LEN - 1, "min_len": DEC_LEN - 1}  # 29 tokens + EOS: 30 steps
+    if beam == 1:
+        seconds = timed(lambda: greedy_search(model, batch, **limits), steps=2, warm=1)
+    else:
+        seconds = timed(lambda: beam_search(model, batch, beam, **limits), steps=2, warm=1)
+    return {"sent_per_s": DEC_B / seconds}
+
+
+def marian_model():  # type: ignore[no-untyped-def]
+    from transformers import MarianConfig, MarianMTModel
+
+    cfg = MarianConfig(vocab_size=V, d_model=D, encoder_layers=L, decoder_layers=L, encoder_attention_heads=H,
+                       decoder_attention_heads=H, encoder_ffn_dim=F, decoder_ffn_dim=F, max_position_embeddings=256,
+                       pad_token_id=1, eos_token_id=2, decoder_start_token_id=1, dropout=0.1, scale_embedding=True)
+    torch.manual_seed(0)
+    return MarianMTModel(cfg)
+
+
+def marian_train() -> dict:
+    model = marian_model().train()
+    src, tgt = random_batch()
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9)
+
+    def step() -> None:
+        optimizer.zero_grad()
+        logits = model(input_ids=src, labels=tgt).logits
+        loss = torch.nn.functional.cross_entropy(logits.view(-1, V), tgt.reshape(-1), label_smoothing=0.1)
+        loss.backward()
+        optimizer.step()
+
+    return {"tok_per_s": B * T / timed(step)}
+
+
+def marian_decode(beam: int) -> dict:
+    model = marian_model().eval()
+    src = random_batch()[0][:DEC_B]
+    options = {"num_beams": beam, "min_new_tokens": DEC_LEN, "max_new_tokens": DEC_LEN, "early_stopping": False,
+               "do_sample": False}
+    with torch.inference_mode():
+        seconds = timed(lambda: model.generate(input_ids=src, **options), steps=2, warm=1)
+    return {"sent_per_s": DEC_B / seconds}
+
+
+def ct2_decode(beam: int, compute_type: str) -> dict:
+    """CTranslate2 translating ordo's exported weights (same random init as ordo_decode)."""
+    import ctranslate2
+
+    from ordo.api import LoadedRun
+    from ordo.config import build_config
+    from ordo.export import ctranslate2_spec
+
+    with tempfile.TemporaryDirectory() as tmp:
+        vocab = _NumberedVocab()
+        run = LoadedRun(ordo_model().eval(), build_config({"model": {"preset": "small"}}), vocab, vocab,
+                        torch.device("cpu"))
+        spec = ctranslate2_spec(run)
+        spec.validate()
+        spec.optimize()
+        (Path(tmp) / "ct2").mkdir()
+        spec.save(str(Path(tmp) / "ct2"))
+        translator = ctranslate2.Translator(str(Path(tmp) / "ct2"), device="cpu", compute_type=compute_type,
+                                            inter_threads=1, intra_threads=THREADS)
+        src = random_batch()[0][:DEC_B]
+        tokens = [[vocab.all_pieces()[i] for i in row] for row in src.tolist()]
+        options = {"beam_size": beam, "min_decoding_length": DEC_LEN, "max_decoding_length": DEC_LEN}
+        seconds = timed(lambda: translator.translate_batch(tokens, **options), steps=2, warm=1)
+    return {"sent_per_s": DEC_B / seconds}
+
+
+class _NumberedVocab:
+    """A stand-in vocabulary of V pieces for the random-token benchmark (ids 0-3 are the special pieces)."""
+
+    def __init__(self) -> None:
+        self.names = ["<pad>", "<unk>", "<s>", "</s>", *(f"w{i}" for i in range(4, V))]
+
+    def all_pieces(self) -> list[str]:
+        return self.names
+
+
+MEASUREMENTS = {
+    "peak": matmul_peak,
+    "ordo-train": ordo_train,
+    "ordo-greedy": lambda: ordo_decode(1),
+    "ordo-beam5": lambda: ordo_decode(BEAM),
+    "marian-train": marian_train,
+    "marian-greedy": lambda: marian_decode(1),
+    "marian-beam5": lambda: marian_decode(BEAM),
+    "ct2-greedy-fp32": lambda: ct2_decode(1, "float32"),
+    "ct2-beam5-fp32": lambda: ct2_decode(BEAM, "float32"),
+    "ct2-beam5-int8": lambda: ct2_decode(BEAM, "int8"),
+}
+
+
+def run_one(name: str) -> None:
+    torch.set_num_threads(THREADS)
+    result = MEASUREMENTS[name]()
+    result["peak_rss_mb"] = peak_rss_mb()
+    print(json.dumps(result))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--one", choices=list(MEASUREMENTS), help=argparse.SUPPRESS)
+    parser.add_argument("--out", type=Path, default=Path(__file__).parent / "peers.md")
+    args = parser.parse_args()
+    if args.one:
+        run_one(args.one)
+        return
+    results = {}
+    for name in MEASUREMENTS:
+        done = subprocess.run([sys.executable, __file__, "--one", name], capture_output=True, text=True, check=False)
+        results[name] = json.loads(done.stdout.strip().splitlines()[-1]) if done.returncode == 0 else {
+            "error": done.stderr.strip().splitlines()[-1] if done.stderr.strip() else f"exit {done.returncode}"}
+        print(name, results[name], file=sys.stderr)
+    report(results, args.out)
+
+
+def _figure(results: dict, name: str, key: str) -> float | None:
+    return results.get(name, {}).get(key)
+
+
+def report(results: dict, out: Path) -> None:
+    lines = [f"command: `python bench/peers.py` (torch {torch.__version__}, {THREADS} threads)", "",
+             "| system | train tgt tok/s | greedy sent/s | beam-5 sent/s | peak RSS MB (train / beam-5) |",
+             "|---|---:|---:|---:|---:|"]
+    for system, prefix in (("ordo", "ordo"), ("transformers MarianMTModel", "marian"), ("CTranslate2 fp32", "ct2")):
+        train = _figure(results, f"{prefix}-train", "tok_per_s")
+        greedy = _figure(results, f"{prefix}-greedy" + ("-fp32" if prefix == "ct2" else ""), "sent_per_s")
+        beam = _figure(results, f"{prefix}-beam5" + ("-fp32" if prefix == "ct2" else ""), "sent_per_s")
+        memory = [_figure(results, f"{prefix}-{k}", "peak_rss_mb") for k in ("train", "beam5" + ("-fp32" if prefix == "ct2" else ""))]
+        cells = ["-" if v is None else f"{v:.1f}" for v in (train, greedy, beam)]
+        lines.append(f"| {system} | {cells[0]} | {cells[1]} | {cells[2]} | "
+                     f"{' / '.join('-' if m is None else f'{m:.0f}' for m in memory)} |")
+    int8 = _figure(results, "ct2-beam5-int8", "sent_per_s")
+    lines.append(f"| CTranslate2 int8 | - | - | {'-' if int8 is None else f'{int8:.1f}'} | - |")
+    peak, achieved = _figure(results, "peak", "gflops"), _figure(results, "ordo-train", "gflops")
+    if peak and achieved:
+        share = 100 * achieved / peak
+        flops = f"ordo training: {achieved:.1f} GFLOP/s of matmul work, {share:.0f}% of the {peak:.1f} GFLOP/s peak."
+        lines += ["", flops]
+    errors = [f"- {name}: {r['error']}" for name, r in results.items() if "error" in r]
+    if errors:
+        lines += ["", "failed:", *errors]
+    ratio = []
+    for label, ours, theirs in (("train", "ordo-train", "marian-train"), ("beam5", "ordo-beam5", "marian-beam5"),
+                                ("", "ordo-beam5", "ct2-beam5-fp32")):
+        key = "tok_per_s" if "train" in ours else "sent_per_s"
+        a, b = _figure(results, ours, key), _figure(results, theirs, key)
+        value = "n/a" if a is None or b is None else f"x{a / b:.2f}"
+        ratio.append(f"{label} {value}".strip())
+    summary = " ".join(ratio)
+    text = "\n".join(lines) + "\n\n" + summary + "\n"
+    out.write_text(text, encoding="utf-8")
+    print(text.rstrip())
+
+
+if __name__ == "__main__":
+    main()
