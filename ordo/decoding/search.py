@@ -365,9 +365,14 @@ def _next_log_probs(
     lprobs = F.log_softmax(model.decode_step(prev_tokens, state).float(), dim=-1)  # (R, V)
     lprobs[:, [PAD_ID, BOS_ID]] = float("-inf")
     if too_short:
-        lprobs[:, EOS_ID] = float("-inf")
-    not_eos = torch.arange(lprobs.size(1), device=lprobs.device).ne(EOS_ID)  # (V,)
-    return lprobs.masked_fill_(forced.unsqueeze(1) & not_eos, float("-inf"))
+        lprobs[:, EOS_ID] = lprobs[:, EOS_ID].masked_fill(~forced, float("-inf"))
+    if not bool(forced.any()):
+        return lprobs
+    rows = forced.nonzero().squeeze(1)  # (F,)
+    eos = lprobs[rows, EOS_ID]
+    lprobs[rows] = float("-inf")
+    lprobs[rows, EOS_ID] = eos
+    return lprobs
 
 
 def _hypothesis(tokens: list[int], log_prob: float, length_penalty: float) -> Hypothesis:
