@@ -20,7 +20,7 @@ from pathlib import Path
 import torch
 
 from ordo import api
-from ordo.analysis.report import length_report, robustness_report, systems_report
+from ordo.analysis.report import length_report, robustness_report, sweep_report, systems_report
 from ordo.cli import main as ordo
 from ordo.config import merge, parse_overrides, read_yaml
 from ordo.textio import read_lines
@@ -71,6 +71,11 @@ def train(suite: Path, name: str, overrides: list[str], data: Path, run_dir: Pat
     api.average(run_dir, last=4)
 
 
+def read_table(path: Path) -> list[list[str]]:
+    """The rows of a TSV table written by ``ordo analyze``, header left out."""
+    return [line.split("\t") for line in path.read_text(encoding="utf-8").splitlines()[1:]]
+
+
 def main() -> None:
     args = parse_args()
     if args.threads:
@@ -97,6 +102,10 @@ def main() -> None:
     tokenized = bool(spec.get("tokenized", False))
     out = work / "reports" / args.report
     print(systems_report(runs, sources, refs, out, "averaged", tokenized_bleu=tokenized))
+    scores = {row[0]: float(row[2 if tokenized else 1]) for row in read_table(out / "systems.tsv")}
+    sweep = sweep_report(scores, out, runs[0][0])
+    if sweep:
+        print(sweep)
     hyps = [(name, (out / f"{name}.hyp").read_text(encoding="utf-8").splitlines()) for name, _ in runs]
     print(length_report(hyps, sources, refs, out, tokenized_bleu=tokenized))
     chosen = [r for r in runs if r[0] in args.robustness.split(",")]

@@ -60,7 +60,7 @@ def compared_systems(script: str) -> list[list[str]]:
     """The system names of every ``compare.py`` call in a recipe script (options and their values skipped)."""
     calls = []
     for line in script.replace("\\\n", " ").splitlines():
-        if "compare.py" not in line:
+        if "compare.py" not in line or line.lstrip().startswith("#"):
             continue
         words = shlex.split(line.split("compare.py", 1)[1].lstrip("\"'"))
         names, skip = [], False

@@ -87,3 +87,26 @@ def attention_plots(runs: Sequence[tuple[str, Path]], sources: list[str], refs: 
         rows = [*run.tgt_vocab.pieces(run.tgt_vocab.encode(reference)), "</s>"]
         paths.append(heatmap(matrix.tolist(), rows, columns, out / f"attention_{name}.png", f"{name}, line {line}"))
     return paths
+
+
+def sweep_report(scores: dict[str, float], out: Path, reference: str | None = None) -> str | None:
+    """For systems named ``BASE@VALUE`` (e.g. ``future_cost_2@0.3``): ``out/sweep.{md,tsv}`` and one plot
+    ``out/sweep_BASE.png`` per BASE of BLEU against the value, with ``reference``'s BLEU as a flat line;
+    None when nothing was swept."""
+    curves: dict[str, dict[float, float]] = {}
+    for name, bleu in scores.items():
+        base, sep, value = name.partition("@")
+        if sep:
+            curves.setdefault(base, {})[float(value)] = bleu
+    if not curves:
+        return None
+    rows: list[list[Cell]] = []
+    for base, curve in curves.items():
+        values = sorted(curve)
+        series = {base: [curve[v] for v in values]}
+        if reference is not None and reference in scores:
+            series[reference] = [scores[reference]] * len(values)
+        labels = [f"{v:g}" for v in values]
+        line_plot(labels, series, f"{base}: swept value", "BLEU", out / f"sweep_{base}.png", f"{base} sweep")
+        rows += [[base, f"{v:g}", curve[v]] for v in values]
+    return write_tables(out / "sweep", ["system", "value", "BLEU"], rows)

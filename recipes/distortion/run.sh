@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Paper 003 (distortion models) on small_parallel_enja Ja->En at an equal update budget per system:
 # RNNsearch* (rnn-small), +S, +T, +H distortion, and the Transformer baseline for reference; systems table
-# (sign test against RNNsearch*). Then alignment quality: AER of each RNN's attention (forced decoding)
+# (sign test against RNNsearch*) and the λ and l sweeps of H-Distortion (the paper's Figure 5; the
+# λ = 0.5, l = 3 point is rnn_h_distortion). Then alignment quality: AER of each RNN's attention (forced decoding)
 # on the KFTT gold set, next to eflomal's AER on the same sentences, and attention plots of one sentence.
 #
 # usage: recipes/distortion/run.sh [--steps N]
@@ -9,7 +10,9 @@ here="$(cd "$(dirname "$0")" && pwd)"
 source "$here/../lib.sh"
 recipe_setup
 "$py" "$here/../compare.py" --suite enja_compare --report distortion \
-  rnnsearch rnn_s_distortion rnn_t_distortion rnn_h_distortion baseline "$@"
+  rnnsearch rnn_s_distortion rnn_t_distortion rnn_h_distortion baseline \
+  rnn_h_lambda@0.1 rnn_h_lambda@0.3 rnn_h_lambda@0.7 rnn_h_lambda@0.9 \
+  rnn_h_window@1 rnn_h_window@2 rnn_h_window@4 rnn_h_window@5 "$@"
 work="$root/work/enja_compare"
 out="$work/reports/distortion"
 gold="$root/../shared/data/wa-jaen-kftt"
