@@ -325,7 +325,7 @@ def _advance(
     live = _select_live(candidates, beam_size)[keep]  # (A', K)
     rows = candidates.rows[keep].gather(1, live).view(-1)  # (A'*K,)
     new_tokens = candidates.tokens[keep].gather(1, live).view(-1, 1)  # (A'*K, 1)
-    state.reorder(rows)
+    state.reorder(rows, same_sources=keep.numel() == beams.sentences.numel())  # no sentence left the beam
     return _Beams(
         sentences=beams.sentences[keep],
         tokens=torch.cat([beams.tokens[rows], new_tokens], dim=1),  # (A'*K, t + 1)

@@ -99,12 +99,12 @@ class CrossAttention(nn.Module):
     ) -> torch.Tensor:
         """Attend queries ``x`` (B, T, D) to ``memory`` (B, S, D) under ``attn_mask`` (B, 1, 1, S)."""
         q = split_heads(self.q(x), self.heads)  # (B, H, T, Dh)
-        if cache is not None and "cross_k" in cache:
-            k, v = cache["cross_k"], cache["cross_v"]
+        if cache is not None and "src_k" in cache:
+            k, v = cache["src_k"], cache["src_v"]
         else:
             k, v = (split_heads(t, self.heads) for t in self.kv(memory).chunk(2, dim=-1))  # (B, H, S, Dh)
             if cache is not None:
-                cache["cross_k"], cache["cross_v"] = k, v
+                cache["src_k"], cache["src_v"] = k, v
         out = F.scaled_dot_product_attention(
             q, k, v, attn_mask=attn_mask, dropout_p=self.dropout if self.training else 0.0
         )  # (B, H, T, Dh)

@@ -60,16 +60,29 @@ class DecoderState:
     caches: list[dict[str, torch.Tensor]] = field(default_factory=list)
     fields: dict[str, torch.Tensor] = field(default_factory=dict)
 
-    def reorder(self, index: torch.Tensor) -> None:
-        """Keep rows ``index`` (B',) of every tensor, in that order: beam reordering and pruning."""
-        self.encoder = self.encoder.index_select(index)
-        self.caches = [{k: v.index_select(0, index) for k, v in c.items()} for c in self.caches]
-        self.fields = {k: v.index_select(0, index) for k, v in self.fields.items()}
+    def reorder(self, index: torch.Tensor, same_sources: bool = False) -> None:
+        """Keep rows ``index`` (B',) of every tensor, in that order: beam reordering and pruning.
+
+        Entries that depend on the source sentence alone (the encoder output, and cache or field entries
+        whose key starts with ``src_``, e.g. the cross-attention keys and values) are equal on all rows of a
+        sentence. With ``same_sources`` the caller promises that row i of the result comes from a row of the
+        same sentence as row i before (beam search reordering hypotheses within each sentence), so those
+        entries are left as they are.
+        """
+        if not same_sources:
+            self.encoder = self.encoder.index_select(index)
+        self.caches = [_reordered(cache, index, same_sources) for cache in self.caches]
+        self.fields = _reordered(self.fields, index, same_sources)
 
     @property
     def batch_size(self) -> int:
         """Number of rows (sentences times beams) the state holds."""
         return self.encoder.states.size(0)
+
+
+def _reordered(tensors: dict[str, torch.Tensor], index: torch.Tensor, same_sources: bool) -> dict[str, torch.Tensor]:
+    """``tensors`` with rows ``index``; ``src_*`` entries kept as they are when ``same_sources``."""
+    return {k: v if same_sources and k.startswith("src_") else v.index_select(0, index) for k, v in tensors.items()}
 
 
 class Seq2SeqModel(Protocol):

@@ -50,7 +50,7 @@ class MLPAttention(nn.Module):
 
     def init_state(self, encoder_out: EncoderOutput, state: DecoderState) -> None:
         """Store the projected keys U h (B, S, A) in ``state.fields``."""
-        state.fields["attn_keys"] = self.key(encoder_out.states)
+        state.fields["src_attn_keys"] = self.key(encoder_out.states)
 
     def forward(self, query: torch.Tensor, state: DecoderState, prev_embedding: torch.Tensor | None = None) -> torch.Tensor:
         """Alignment α_t (B, S) of ``query`` s~_t (B, Q) over the encoder states, padding masked.
@@ -58,7 +58,7 @@ class MLPAttention(nn.Module):
         ``state.fields["hidden"]`` still holds s_{t-1} and ``prev_embedding`` is E[y_{t-1}] (B, E); this
         attention reads neither, a replacement (the distortion models) may.
         """
-        energy = self.score(torch.tanh(state.fields["attn_keys"] + self.query(query).unsqueeze(1))).squeeze(-1)
+        energy = self.score(torch.tanh(state.fields["src_attn_keys"] + self.query(query).unsqueeze(1))).squeeze(-1)
         return energy.masked_fill(state.encoder.pad_mask, float("-inf")).softmax(dim=-1)  # (B, S)
 
 
