@@ -82,13 +82,15 @@ def ordo_model():  # type: ignore[no-untyped-def]
 
 def ordo_train() -> dict:
     from ordo.batch import Batch
+    from ordo.config import TrainConfig
     from ordo.losses import label_smoothed_nll
+    from ordo.training.optim import build_optimizer
 
     model = ordo_model().train()
     src, tgt = random_batch()
     tgt_in = torch.cat([torch.full((B, 1), 2), tgt[:, :-1]], 1)
     batch = Batch(src, torch.full((B,), S), torch.arange(B), tgt_in, tgt)
-    optimizer = torch.optim.Adam(model.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9)
+    optimizer = build_optimizer(model, TrainConfig(warmup_init_lr=1e-4, adam_betas=(0.9, 0.98), adam_eps=1e-9))
 
     def step() -> None:
         optimizer.zero_grad(set_to_none=True)

@@ -8,7 +8,9 @@ WORK/reports/REPORT the systems table (BLEU, sign test against the first system,
 translation speed), BLEU by source length, and optionally the swapped-word robustness curves.
 
 usage: python recipes/compare.py --suite enja_compare --report NAME [--data-dir DIR] [--work DIR]
-           [--steps N] [--robustness SYS,SYS] SYSTEM [SYSTEM ...]
+           [--steps N] [--set KEY=VALUE ...] [--robustness SYS,SYS] SYSTEM [SYSTEM ...]
+
+A --set changes every system's configuration: give such a run its own --work folder.
 """
 
 from __future__ import annotations
@@ -40,6 +42,8 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--steps", type=int, help="updates per system, the equal budget (default: the suite's)")
     parser.add_argument("--threads", type=int, help="torch CPU threads for training (default: train.yaml's)")
     parser.add_argument("--robustness", default="", help="comma-separated systems for the swapped-word curves")
+    parser.add_argument("--set", dest="common", action="append", default=[], metavar="KEY=VALUE",
+                        help="override for every system, before its own (e.g. model.d_model=128 for a smaller scale)")
     return parser.parse_args()
 
 
@@ -57,7 +61,7 @@ def prepare(suite: Path, spec: dict, data_dir: Path, out: Path) -> None:
 
 
 def train(suite: Path, name: str, overrides: list[str], data: Path, run_dir: Path, steps: int,
-          threads: int | None) -> None:
+          threads: int | None, common: list[str]) -> None:
     """Train (or resume) one system to ``steps`` updates and average its last 4 checkpoints."""
     done = step_checkpoints(run_dir / "checkpoints")
     if done and done[-1].name == f"step_{steps}.pt" and (run_dir / "checkpoints" / "averaged.pt").exists():
@@ -66,7 +70,7 @@ def train(suite: Path, name: str, overrides: list[str], data: Path, run_dir: Pat
     print(f"== {name}: training to {steps} updates", flush=True)
     extra = [f"train.threads={threads}"] if threads else []
     raw = merge(read_yaml(suite / "train.yaml"),
-                parse_overrides([f"data={data}", f"train.max_steps={steps}", *extra, *overrides]))
+                parse_overrides([f"data={data}", f"train.max_steps={steps}", *extra, *common, *overrides]))
     api.train(api.run_config(run_dir, raw), run_dir)
     api.average(run_dir, last=4)
 
@@ -94,7 +98,7 @@ def main() -> None:
     runs = []
     for name in args.systems:
         run_dir = work / "runs" / name
-        train(suite, name, systems[name], data, run_dir, steps, args.threads)
+        train(suite, name, systems[name], data, run_dir, steps, args.threads, args.common)
         runs.append((name, run_dir))
     test = spec["splits"]["test"]
     sources = read_lines(data_dir / f"{test}.{spec['src']}.gz")
