@@ -26,12 +26,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from ordo.batch import EOS_ID, PAD_ID, Batch
 from ordo.errors import ConfigError
-from ordo.losses import AuxLoss
+from ordo.losses import AuxLoss, label_smoothed_nll
 from ordo.methods.registry import Method, register_method
 from ordo.models.outputs import DecoderState, EncoderOutput, Seq2SeqOutput
 from ordo.models.slots import Slots
@@ -134,8 +133,8 @@ class FutureCostModel(TransformerModel):
 def future_cost_loss(output: Seq2SeqOutput, batch: Batch) -> torch.Tensor:
     """Mean cross-entropy of P^(y_{t+1}) = softmax(W_o F_t) against the reference y_{t+1} (SPEC §5)."""
     assert batch.tgt_out is not None
-    logits = output.extras["future_logits"]
-    return F.cross_entropy(logits.float().flatten(0, 1), batch.tgt_out.flatten(), ignore_index=PAD_ID)
+    nll_sum = label_smoothed_nll(output.extras["future_logits"], batch.tgt_out, 0.0)[1]
+    return nll_sum / batch.tgt_out.ne(PAD_ID).sum().clamp(min=1)
 
 
 def apply_future_cost(slots: Slots, cfg: FutureCostConfig) -> None:

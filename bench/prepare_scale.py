@@ -1,0 +1,124 @@
+"""Data at scale: ``ordo prepare`` on a large synthetic corpus, and the training loader's memory.
+
+For each corpus size (default 100,000 and 1,000,000 pairs of ``ordo.synthetic``'s SVO->SOV language) this
+writes the corpus, runs ``ordo prepare`` in its own process and reports pairs/s and that process's peak
+resident memory; then, in a fresh process per size, it opens the prepared training split as the trainer does
+and draws one epoch of token batches (batching by length, collating every batch), reporting the peak memory.
+The prepared token arrays are memory-mapped, so the loader's memory is the per-pair index (offsets and
+sizes, a few bytes per pair), not the corpus: the table shows how much it grows from the smaller corpus to
+the larger one.
+
+usage: python bench/prepare_scale.py [--sizes 100000,1000000] [--work DIR] [--out bench/prepare_scale.md]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def write_corpus(corpus: Path, pairs: int) -> float:
+    """Write ``train.src/.tgt`` (``pairs`` lines) and small valid/test splits; returns seconds taken."""
+    from ordo.synthetic import write_corpus as write_synthetic
+
+    if (corpus / "test.tgt").exists():
+        return 0.0
+    start = time.perf_counter()
+    write_synthetic(corpus, {"train": pairs, "valid": 500, "test": 500}, seed=1)
+    return time.perf_counter() - start
+
+
+def child_peak_mb(command: list[str]) -> tuple[float, float, str]:
+    """Run ``command``; return (seconds, its own peak resident memory in MB from ``wait4``, its stdout)."""
+    start = time.perf_counter()
+    with tempfile.TemporaryFile("w+") as stdout, tempfile.TemporaryFile("w+") as stderr:
+        child = subprocess.Popen(command, stdout=stdout, stderr=stderr, text=True)
+        _, status, usage = os.wait4(child.pid, 0)
+        child.returncode = os.waitstatus_to_exitcode(status)
+        seconds = time.perf_counter() - start
+        stdout.seek(0)
+        stderr.seek(0)
+        if child.returncode != 0:
+            sys.exit(f"{' '.join(command)} failed:\n{stderr.read()[-2000:]}")
+        return seconds, usage.ru_maxrss / 1024, stdout.read()
+
+
+def prepare(corpus: Path, data: Path) -> tuple[float, float]:
+    """``ordo prepare`` of the corpus into ``data``: (seconds, peak MB)."""
+    ordo = str(Path(sys.executable).parent / "ordo")
+    command = [ordo, "prepare", "--out", str(data), "--vocab-size", "8000"]
+    for split in ("train", "valid", "test"):
+        command += [f"--{split}-src", str(corpus / f"{split}.src"), f"--{split}-tgt", str(corpus / f"{split}.tgt")]
+    seconds, peak, _ = child_peak_mb(command)
+    return seconds, peak
+
+
+def loader_epoch(data: str) -> None:
+    """(In a child process.) Draw one epoch of 3,000-token batches from ``data``'s train split; print a JSON line."""
+    from ordo.batching import collate, epoch_batches
+    from ordo.data import ParallelData
+
+    start = time.perf_counter()
+    split = ParallelData.open(Path(data), "train")
+    batches = epoch_batches(split.src.lengths, split.tgt.lengths, 3000, seed=1, epoch=1)
+    tokens = 0
+    for indices in batches:
+        batch = collate(indices, [split.src[i] for i in indices], [split.tgt[i] for i in indices])
+        assert batch.tgt_out is not None
+        tokens += batch.num_tgt_tokens
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(json.dumps({"pairs": len(split), "batches": len(batches), "tgt_tokens": tokens,
+                      "seconds": time.perf_counter() - start, "peak_mb": rss}))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sizes", default="100000,1000000", help="comma-separated corpus sizes (pairs)")
+    parser.add_argument("--work", type=Path, default=ROOT / "work" / "prepare_scale")
+    parser.add_argument("--out", type=Path, default=ROOT / "bench" / "prepare_scale.md")
+    parser.add_argument("--loader", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.loader:
+        loader_epoch(args.loader)
+        return
+    rows = []
+    for pairs in (int(s) for s in args.sizes.split(",")):
+        corpus, data = args.work / f"corpus_{pairs}", args.work / f"data_{pairs}"
+        generated = write_corpus(corpus, pairs)
+        seconds, peak = prepare(corpus, data)
+        _, _, out = child_peak_mb([sys.executable, __file__, "--loader", str(data)])
+        loader = json.loads(out.strip().splitlines()[-1])
+        rows.append((pairs, generated, seconds, peak, loader))
+        print(f"{pairs} pairs: prepare {seconds:.0f} s ({pairs / seconds:,.0f} pairs/s), peak {peak:.0f} MB; "
+              f"loader epoch {loader['seconds']:.0f} s, peak {loader['peak_mb']:.0f} MB", flush=True)
+    report(rows, args.out)
+
+
+def report(rows: list[tuple[int, float, float, float, dict]], out: Path) -> None:
+    """Write the table and the command line to ``out`` and print it."""
+    lines = [f"command: `python bench/prepare_scale.py {' '.join(sys.argv[1:])}`", "",
+             "| pairs | prepare s | pairs/s | prepare peak MB | loader epoch s | loader batches | loader peak MB |",
+             "|---:|---:|---:|---:|---:|---:|---:|"]
+    for pairs, _, seconds, peak, loader in rows:
+        lines.append(f"| {pairs:,} | {seconds:.0f} | {pairs / seconds:,.0f} | {peak:.0f} | {loader['seconds']:.0f} | "
+                     f"{loader['batches']:,} | {loader['peak_mb']:.0f} |")
+    if len(rows) > 1:
+        (small, *_, small_loader), (large, *_, large_loader) = rows[0], rows[-1]
+        growth = (large_loader["peak_mb"] - small_loader["peak_mb"]) * 2**20 / (large - small)
+        lines.append("")
+        lines.append(f"loader memory grows {growth:.0f} bytes per extra pair from {small:,} to {large:,} pairs.")
+    out.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
