@@ -2,7 +2,7 @@
 
 For each corpus size (default 100,000 and 1,000,000 pairs of ``ordo.synthetic``'s SVO->SOV language) this
 writes the corpus, runs ``ordo prepare`` in its own process and reports pairs/s and that process's peak
-resident memory; then, in a fresh process per size, it opens the prepared training split as the trainer does
+resident memory, with its CPU time (user + system, so that a busy machine does not change the figure); then, in a fresh process per size, it opens the prepared training split as the trainer does
 and draws one epoch of token batches (batching by length, collating every batch), reporting the peak memory.
 The prepared token arrays are memory-mapped, so the loader's memory is the per-pair index (offsets and
 sizes, a few bytes per pair), not the corpus: the table shows how much it grows from the smaller corpus to
@@ -38,13 +38,15 @@ def write_corpus(corpus: Path, pairs: int) -> float:
 
 
 def child_peak_mb(command: list[str]) -> tuple[float, float, str]:
-    """Run ``command``; return (seconds, its own peak resident memory in MB from ``wait4``, its stdout)."""
-    start = time.perf_counter()
+    """Run ``command``; return (its CPU seconds, user + system, its own peak resident memory in MB, its stdout).
+
+    CPU time rather than wall time, so that the figure holds on a machine that is busy with other work.
+    """
     with tempfile.TemporaryFile("w+") as stdout, tempfile.TemporaryFile("w+") as stderr:
         child = subprocess.Popen(command, stdout=stdout, stderr=stderr, text=True)
         _, status, usage = os.wait4(child.pid, 0)
         child.returncode = os.waitstatus_to_exitcode(status)
-        seconds = time.perf_counter() - start
+        seconds = usage.ru_utime + usage.ru_stime
         stdout.seek(0)
         stderr.seek(0)
         if child.returncode != 0:
@@ -53,7 +55,7 @@ def child_peak_mb(command: list[str]) -> tuple[float, float, str]:
 
 
 def prepare(corpus: Path, data: Path) -> tuple[float, float]:
-    """``ordo prepare`` of the corpus into ``data``: (seconds, peak MB)."""
+    """``ordo prepare`` of the corpus into ``data``: (CPU seconds, peak MB)."""
     ordo = str(Path(sys.executable).parent / "ordo")
     command = [ordo, "prepare", "--out", str(data), "--vocab-size", "8000"]
     for split in ("train", "valid", "test"):
@@ -67,7 +69,7 @@ def loader_epoch(data: str) -> None:
     from ordo.batching import collate, epoch_batches
     from ordo.data import ParallelData
 
-    start = time.perf_counter()
+    start = time.process_time()
     split = ParallelData.open(Path(data), "train")
     batches = epoch_batches(split.src.lengths, split.tgt.lengths, 3000, seed=1, epoch=1)
     tokens = 0
@@ -77,7 +79,7 @@ def loader_epoch(data: str) -> None:
         tokens += batch.num_tgt_tokens
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(json.dumps({"pairs": len(split), "batches": len(batches), "tgt_tokens": tokens,
-                      "seconds": time.perf_counter() - start, "peak_mb": rss}))
+                      "seconds": time.process_time() - start, "peak_mb": rss}))
 
 
 def main() -> None:
@@ -98,15 +100,15 @@ def main() -> None:
         _, _, out = child_peak_mb([sys.executable, __file__, "--loader", str(data)])
         loader = json.loads(out.strip().splitlines()[-1])
         rows.append((pairs, generated, seconds, peak, loader))
-        print(f"{pairs} pairs: prepare {seconds:.0f} s ({pairs / seconds:,.0f} pairs/s), peak {peak:.0f} MB; "
-              f"loader epoch {loader['seconds']:.0f} s, peak {loader['peak_mb']:.0f} MB", flush=True)
+        print(f"{pairs} pairs: prepare {seconds:.0f} CPU s ({pairs / seconds:,.0f} pairs per CPU s), peak {peak:.0f} MB; "
+              f"loader epoch {loader['seconds']:.0f} CPU s, peak {loader['peak_mb']:.0f} MB", flush=True)
     report(rows, args.out)
 
 
 def report(rows: list[tuple[int, float, float, float, dict]], out: Path) -> None:
     """Write the table and the command line to ``out`` and print it."""
     lines = [f"command: `python bench/prepare_scale.py {' '.join(sys.argv[1:])}`", "",
-             "| pairs | prepare s | pairs/s | prepare peak MB | loader epoch s | loader batches | loader peak MB |",
+             "| pairs | prepare CPU s | pairs per CPU s | prepare peak MB | loader epoch CPU s | loader batches | loader peak MB |",
              "|---:|---:|---:|---:|---:|---:|---:|"]
     for pairs, _, seconds, peak, loader in rows:
         lines.append(f"| {pairs:,} | {seconds:.0f} | {pairs / seconds:,.0f} | {peak:.0f} | {loader['seconds']:.0f} | "
