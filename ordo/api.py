@@ -25,10 +25,12 @@ from torch import nn
 
 from ordo.build import build_model, count_parameters
 from ordo.config import ExperimentConfig, build_config, read_yaml, save_config
-from ordo.data import DataMeta
+from ordo.data import LATTICE_DIR, DataMeta
 from ordo.decoding.search import Hypothesis
 from ordo.decoding.translator import translate_rows
 from ordo.errors import CheckpointError, ConfigError, InputError
+from ordo.lattice.corpus import LatticeEncoder
+from ordo.lattice.graph import FIELDS as LATTICE_FIELDS
 from ordo.textio import atomic_write
 from ordo.training.checkpoint import (
     BEST_NAME,
@@ -38,7 +40,7 @@ from ordo.training.checkpoint import (
     step_checkpoints,
 )
 from ordo.training.trainer import Progress, Trainer
-from ordo.vocab import Vocab
+from ordo.vocab import TokenVocab, Vocab, load_vocab
 
 logger = logging.getLogger("ordo")
 
@@ -98,10 +100,13 @@ def run_config(run_dir: Path, raw: dict[str, Any]) -> ExperimentConfig:
 
 
 def _copy_vocabs(meta: DataMeta, data_dir: Path, run_dir: Path) -> None:
-    """Copy the SentencePiece models into the run so that it translates without the data directory."""
+    """Copy the vocabularies (and a lattice corpus's segmenters) into the run so that it translates raw
+    text without the data directory."""
     (run_dir / "vocab").mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(data_dir / meta.src_vocab, run_dir / "vocab" / "src.model")
+    shutil.copyfile(data_dir / meta.src_vocab, run_dir / "vocab" / f"src{Path(meta.src_vocab).suffix}")
     shutil.copyfile(data_dir / meta.tgt_vocab, run_dir / "vocab" / "tgt.model")
+    if meta.src_lattice:
+        shutil.copytree(data_dir / meta.src_lattice, run_dir / LATTICE_DIR, dirs_exist_ok=True)
 
 
 def build_for_data(cfg: ExperimentConfig, meta: DataMeta):
@@ -155,31 +160,45 @@ def resolve_checkpoint(run_dir: Path, checkpoint: str) -> Path:
 
 @dataclass
 class LoadedRun:
-    """A trained model ready to translate: model, config and vocabularies."""
+    """A trained model ready to translate: model, config, vocabularies, and the segmenters of a run trained
+    on lattices (paper 002), which turn raw text into lattices on the fly."""
 
     model: nn.Module
     cfg: ExperimentConfig
-    src_vocab: Vocab
+    src_vocab: Vocab | TokenVocab
     tgt_vocab: Vocab
     device: torch.device
+    lattice: LatticeEncoder | None = None
 
     def encode_sources(self, sentences: list[str], source: str = "input") -> list[np.ndarray]:
         """Source token rows; an over-long sentence is an error naming ``source`` and its (1-based) line."""
+        return self.encode_inputs(sentences, source)[0]
+
+    def encode_inputs(
+        self, sentences: list[str], source: str = "input"
+    ) -> tuple[list[np.ndarray], dict[str, list[np.ndarray]]]:
+        """Source token rows and per-token fields (a lattice run's spans, SPEC §3).
+
+        An over-long sentence is an error naming ``source`` and its (1-based) line; an over-long lattice is
+        truncated to its first ``model.max_positions - 1`` edges with a warning naming the line.
+        """
         limit = self.cfg.model.max_positions - 1
+        if self.lattice is not None:
+            return _lattice_inputs(self.lattice, sentences, source, limit)
         rows = []
         for line, ids in enumerate(self.src_vocab.encode_batch(sentences), start=1):
             if len(ids) > limit:
                 raise InputError(f"{source}:{line}: {len(ids)} pieces, more than model.max_positions-1={limit}")
             rows.append(np.asarray(ids, dtype=np.int64))
-        return rows
+        return rows, {}
 
     def translate_hypotheses(
         self, sentences: list[str], progress: bool = False, source: str = "input", **decode: Any
     ) -> list[list[Hypothesis]]:
         """N-best hypotheses (token ids) for each sentence; ``decode`` overrides DecodeConfig fields."""
         cfg = dataclasses.replace(self.cfg.decode, **decode)
-        rows = self.encode_sources(sentences, source)
-        return translate_rows(self.model, rows, cfg, self.device, progress=progress)
+        rows, fields = self.encode_inputs(sentences, source)
+        return translate_rows(self.model, rows, cfg, self.device, fields, progress=progress)
 
     def translate(self, sentences: list[str], **decode: Any) -> list[str]:
         """Detokenized best translation of each sentence (an empty input line gives an empty output)."""
@@ -191,6 +210,23 @@ class LoadedRun:
         return self.tgt_vocab.decode(hyp.tokens)
 
 
+def _lattice_inputs(
+    lattice: LatticeEncoder, sentences: list[str], source: str, limit: int
+) -> tuple[list[np.ndarray], dict[str, list[np.ndarray]]]:
+    """Edge rows and span fields of raw sentences, lattices over ``limit`` edges truncated with a warning."""
+    labels = [f"{source}:{line}" for line in range(1, len(sentences) + 1)]
+    rows: list[np.ndarray] = []
+    fields: dict[str, list[np.ndarray]] = {name: [] for name in LATTICE_FIELDS}
+    for label, encoded in zip(labels, lattice.encode(sentences, labels)):
+        if len(encoded.ids) > limit:
+            logger.warning("%s: lattice of %d edges truncated to model.max_positions-1=%d", label, len(encoded.ids), limit)
+            encoded.ids, encoded.starts, encoded.ends = encoded.ids[:limit], encoded.starts[:limit], encoded.ends[:limit]
+        rows.append(np.asarray(encoded.ids, dtype=np.int64))
+        for name, values in encoded.fields().items():
+            fields[name].append(values)
+    return rows, fields
+
+
 def load_run(run_dir: str | Path, checkpoint: str = "best", device: str = "auto") -> LoadedRun:
     """Load a trained run for translation (weights only; no optimizer state is needed)."""
     from ordo.training.distributed import resolve_device
@@ -200,8 +236,10 @@ def load_run(run_dir: str | Path, checkpoint: str = "best", device: str = "auto"
     if not config_path.exists():
         raise CheckpointError(f"{run_dir}: not an ordo run directory (no config.yaml)")
     cfg = build_config(read_yaml(config_path), str(config_path))
-    src_vocab = Vocab.load(run_dir / "vocab" / "src.model")
+    tokens = run_dir / "vocab" / f"src{TokenVocab.SUFFIX}"
+    src_vocab = load_vocab(tokens if tokens.is_file() else run_dir / "vocab" / "src.model")
     tgt_vocab = Vocab.load(run_dir / "vocab" / "tgt.model")
+    lattice = LatticeEncoder.load(run_dir / LATTICE_DIR) if (run_dir / LATTICE_DIR).is_dir() else None
     joint = src_vocab.path.read_bytes() == tgt_vocab.path.read_bytes()
     model = build_model(cfg.model, len(src_vocab), len(tgt_vocab), joint).model
     state = load_checkpoint(resolve_checkpoint(run_dir, checkpoint))
@@ -210,7 +248,7 @@ def load_run(run_dir: str | Path, checkpoint: str = "best", device: str = "auto"
     except RuntimeError as err:
         raise CheckpointError(f"{run_dir}: checkpoint does not match the run's model ({err})") from None
     target = resolve_device(device)
-    return LoadedRun(model.to(target).eval(), cfg, src_vocab, tgt_vocab, target)
+    return LoadedRun(model.to(target).eval(), cfg, src_vocab, tgt_vocab, target, lattice)
 
 
 def average(run_dir: str | Path, last: int = 5, output: str | Path | None = None) -> Path:

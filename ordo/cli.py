@@ -25,6 +25,8 @@ def _add_prepare(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--max-len", type=int, help="drop training pairs longer than this (pieces)")
     p.add_argument("--max-len-ratio", type=float, help="drop training pairs whose length ratio exceeds this")
     p.add_argument("--skip-empty", action="store_true", help="skip (and count) empty lines instead of failing")
+    p.add_argument("--lattice", metavar="SEG,SEG,...",
+                   help="source lattices of several segmentations (paper 002): spm:N, chars, jieba, thulac")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="any PrepareConfig key")
 
 
@@ -172,6 +174,7 @@ def run_prepare(args: argparse.Namespace) -> None:
         "src_lang": args.src_lang, "tgt_lang": args.tgt_lang, "vocab_size": args.vocab_size,
         "model_type": args.model_type, "max_len": args.max_len, "max_len_ratio": args.max_len_ratio,
         "joint_vocab": False if args.separate_vocab else None, "empty_lines": "skip" if args.skip_empty else None,
+        "lattice": {"segmenters": [spec.strip() for spec in args.lattice.split(",")]} if args.lattice else None,
     }
     raw = merge(merge(raw, {k: v for k, v in flags.items() if v is not None}), parse_overrides(args.set))
     cfg = from_dict(PrepareConfig, raw, args.config or "prepare")

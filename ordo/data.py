@@ -13,7 +13,9 @@ larger than memory work. A data directory holds, per split (``train``, ``valid``
 - ``{split}.src.txt``, ``{split}.tgt.txt``: the raw text of the kept pairs (references for BLEU);
 - ``{split}.field.{name}.bin/.idx``: optional per-source-token fields added by methods;
 
-plus the SentencePiece model(s) and ``data.yaml`` (:class:`DataMeta`), written last.
+plus the SentencePiece model(s) and ``data.yaml`` (:class:`DataMeta`), written last. A lattice corpus
+(paper 002) has edge ids as its source rows, the fields ``lattice_start``/``lattice_end`` and a
+``lattice/`` directory (:mod:`ordo.lattice.corpus`) holding the source vocabulary.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ import yaml
 
 from ordo.errors import InputError
 from ordo.textio import atomic_write
-from ordo.vocab import Vocab
+from ordo.vocab import TokenVocab, Vocab, load_vocab
 
 if TYPE_CHECKING:
     from typing_extensions import Self
@@ -51,6 +53,7 @@ __all__ = [
 ]
 
 META_NAME = "data.yaml"
+LATTICE_DIR = "lattice"  # a lattice corpus's segmenters and source vocabulary (ordo.lattice.corpus)
 SCHEMA_VERSION = 1
 _FLUSH_TOKENS = 1 << 20  # values buffered before a write to the .bin file
 _FIELD_NAME = re.compile(r"^[A-Za-z0-9_]+$")
@@ -268,12 +271,13 @@ class DataMeta:
     src_lang: str  # source language code, e.g. "en"
     tgt_lang: str  # target language code
     joint_vocab: bool  # one SentencePiece model for both sides
-    src_vocab: str  # source SentencePiece model, relative to the data dir ("spm.model" or "spm.src.model")
+    src_vocab: str  # source vocabulary, relative to the data dir ("spm.model", "spm.src.model", "lattice/src.tokens")
     tgt_vocab: str  # target SentencePiece model, relative to the data dir
     src_vocab_size: int  # pieces in the source model, special ones included
     tgt_vocab_size: int  # pieces in the target model
     splits: dict[str, int] = field(default_factory=dict)  # sentence pairs per split
     fields: dict[str, list[str]] = field(default_factory=dict)  # extra per-token fields per split
+    src_lattice: str = ""  # lattice directory (segmenters, models) when the source side is lattices (paper 002)
     schema_version: int = SCHEMA_VERSION  # layout version of the data directory
 
     def save(self, data_dir: Path) -> None:
@@ -427,7 +431,7 @@ def _checked_rows(
         raise InputError(f"{prefix}: {count} rows but the source has {len(lengths)}")
 
 
-def load_vocabs(data_dir: Path) -> tuple[Vocab, Vocab]:
+def load_vocabs(data_dir: Path) -> tuple[Vocab | TokenVocab, Vocab | TokenVocab]:
     """The source and target vocabularies of a data directory (the same object when joint).
 
     Args:
@@ -441,6 +445,6 @@ def load_vocabs(data_dir: Path) -> tuple[Vocab, Vocab]:
     """
     data_dir = Path(data_dir)
     meta = DataMeta.load(data_dir)
-    src = Vocab.load(data_dir / meta.src_vocab)
-    tgt = src if meta.tgt_vocab == meta.src_vocab else Vocab.load(data_dir / meta.tgt_vocab)
+    src = load_vocab(data_dir / meta.src_vocab)
+    tgt = src if meta.tgt_vocab == meta.src_vocab else load_vocab(data_dir / meta.tgt_vocab)
     return src, tgt

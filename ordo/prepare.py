@@ -12,27 +12,36 @@ Steps, in order:
    token arrays and the raw text of the kept pairs to ``{split}.src.txt``/``{split}.tgt.txt``.
 4. ``data.yaml`` is written last, so a directory that has one is complete.
 
+With a ``lattice`` section (paper 002, SPEC §3) the source side is a lattice of several segmentations:
+step 2 trains the target's SentencePiece model and the lattice directory (:mod:`ordo.lattice.corpus`),
+step 3 writes every source as its lattice's edge ids with the per-edge fields ``lattice_start`` and
+``lattice_end``, and skips (and counts) a pair whose lattice has more than ``lattice.max_edges`` edges.
+
 Input may be raw or pre-tokenized text; either goes through SentencePiece as it is.
 """
 
 from __future__ import annotations
 
 import logging
+import shutil
 import sys
 from collections.abc import Iterator
 from contextlib import ExitStack
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import islice, zip_longest
 from pathlib import Path
 
+import numpy as np
 from tqdm import tqdm
 
 from ordo.alignment.aligners import ALIGNERS
 from ordo.alignment.symmetrize import SYMMETRIZATIONS
-from ordo.data import META_NAME, DataMeta, TokenArrayWriter
+from ordo.data import LATTICE_DIR, META_NAME, DataMeta, TokenArrayWriter
 from ordo.errors import ConfigError, InputError
+from ordo.lattice.corpus import LatticeConfig, LatticeEncoder, train_lattice_encoder
+from ordo.lattice.graph import FIELDS as LATTICE_FIELDS
 from ordo.textio import atomic_write, iter_lines
-from ordo.vocab import MODEL_TYPES, Vocab, train_sentencepiece
+from ordo.vocab import MODEL_TYPES, TokenVocab, Vocab, train_sentencepiece
 
 logger = logging.getLogger("ordo.prepare")
 
@@ -67,6 +76,7 @@ class PrepareConfig:
     reorder_positions: bool = False  # align every split's pairs together, store target-order positions (paper 000)
     aligner: str = "eflomal"  # word aligner for reorder_positions: eflomal | fast_align
     symmetrization: str = "grow-diag-final-and"  # grow-diag-final-and | intersection | union
+    lattice: LatticeConfig = field(default_factory=LatticeConfig)  # source lattices of several segmentations (paper 002)
 
 
 @dataclass
@@ -79,6 +89,7 @@ class SplitStats:
     too_long: int = 0  # pairs with a side over max_len (dropped in train, kept elsewhere)
     too_short: int = 0  # train pairs with a side under min_len (dropped)
     bad_ratio: int = 0  # train pairs over max_len_ratio (dropped)
+    lattice_too_long: int = 0  # pairs whose source lattice has more than lattice.max_edges edges (dropped)
 
 
 def prepare(cfg: PrepareConfig, progress: bool = True) -> DataMeta:
@@ -105,23 +116,33 @@ def prepare(cfg: PrepareConfig, progress: bool = True) -> DataMeta:
     out.mkdir(parents=True, exist_ok=True)
     _remove_stale_outputs(out, splits)
     plain = (out / ".train.src.plain.tmp", out / ".train.tgt.plain.tmp")
+    skip_empty = cfg.empty_lines == "skip"
+    lattice: LatticeEncoder | None = None
+    src_vocab: Vocab | TokenVocab
     try:
-        _copy_pairs(splits["train"], plain, cfg.empty_lines == "skip")
-        src_vocab, tgt_vocab = _train_vocabs(cfg, plain, out)
+        _copy_pairs(splits["train"], plain, skip_empty)
+        if cfg.lattice.enabled:
+            lattice = _train_lattice(cfg, plain, splits["train"], out)
+            src_vocab, tgt_vocab = lattice.vocab, _train_target_vocab(cfg, plain[1], out)
+        else:
+            src_vocab, tgt_vocab = _train_vocabs(cfg, plain, out)
         for name, files in splits.items():
-            source = plain if name == "train" else files
-            pairs = _iter_pairs(*source, skip_empty=cfg.empty_lines == "skip")
-            _encode_split(name, pairs, (src_vocab, tgt_vocab), out, cfg, stats[name], progress)
+            source = plain if name == "train" and lattice is None else files  # lattices: file:line of the input
+            pairs = _iter_pairs(*source, skip_empty=skip_empty)
+            _encode_split(name, pairs, SourceEncoder(src_vocab, lattice, files[0]), tgt_vocab, out, cfg, stats[name],
+                          progress)
     finally:
         for path in plain:
             path.unlink(missing_ok=True)
     if stats["train"].kept == 0:
         raise InputError(f"{cfg.train_src}: every pair was dropped by the length filters (see max_len, min_len)")
     meta = DataMeta(
-        src_lang=cfg.src_lang, tgt_lang=cfg.tgt_lang, joint_vocab=cfg.joint_vocab,
-        src_vocab=src_vocab.path.name, tgt_vocab=tgt_vocab.path.name,
+        src_lang=cfg.src_lang, tgt_lang=cfg.tgt_lang, joint_vocab=cfg.joint_vocab and lattice is None,
+        src_vocab=str(src_vocab.path.relative_to(out)), tgt_vocab=tgt_vocab.path.name,
         src_vocab_size=len(src_vocab), tgt_vocab_size=len(tgt_vocab),
         splits={name: s.kept for name, s in stats.items()},
+        fields={name: list(LATTICE_FIELDS) for name in stats} if lattice is not None else {},
+        src_lattice=LATTICE_DIR if lattice is not None else "",
     )
     meta.save(out)
     _log_summary(cfg, meta, stats)
@@ -165,6 +186,10 @@ def check_config(cfg: PrepareConfig) -> None:
                           f"not {cfg.symmetrization!r}")
     if 0 < cfg.max_len_ratio < 1:
         raise ConfigError(f"prepare: max_len_ratio must be >= 1 (or 0 for no limit), not {cfg.max_len_ratio}")
+    if cfg.lattice.enabled:
+        cfg.lattice.check()
+        if cfg.reorder_positions:
+            raise ConfigError("prepare: reorder_positions aligns source pieces and cannot be combined with lattice")
 
 
 def _split_files(cfg: PrepareConfig) -> dict[str, tuple[Path, Path]]:
@@ -212,12 +237,13 @@ def check_parallel(src: Path, tgt: Path, skip_empty: bool, progress: bool = Fals
     return stats
 
 
-def _iter_pairs(src: Path, tgt: Path, skip_empty: bool) -> Iterator[tuple[str, str]]:
-    """Yield the line pairs of two checked files, leaving out pairs with an empty side if ``skip_empty``."""
-    for (_, a), (_, b) in zip(iter_lines(src), iter_lines(tgt)):
+def _iter_pairs(src: Path, tgt: Path, skip_empty: bool) -> Iterator[tuple[int, str, str]]:
+    """Yield ``(line, source, target)`` of two checked files, leaving out pairs with an empty side if
+    ``skip_empty``; ``line`` is the 1-based line number in the files."""
+    for (line, a), (_, b) in zip(iter_lines(src), iter_lines(tgt)):
         if skip_empty and (not a.strip() or not b.strip()):
             continue
-        yield a, b
+        yield line, a, b
 
 
 def _remove_stale_outputs(out: Path, splits: dict[str, tuple[Path, Path]]) -> None:
@@ -228,6 +254,7 @@ def _remove_stale_outputs(out: Path, splits: dict[str, tuple[Path, Path]]) -> No
     """
     inputs = {p.resolve() for pair in splits.values() for p in pair}
     (out / META_NAME).unlink(missing_ok=True)
+    shutil.rmtree(out / LATTICE_DIR, ignore_errors=True)
     stale = [p for split in SPLITS for p in out.glob(f"{split}.field.*") if p.suffix in (".bin", ".idx")]
     stale += [
         out / f"{split}.{side}.{ext}"
@@ -241,7 +268,7 @@ def _remove_stale_outputs(out: Path, splits: dict[str, tuple[Path, Path]]) -> No
 def _copy_pairs(files: tuple[Path, Path], plain: tuple[Path, Path], skip_empty: bool) -> None:
     """Stream the (possibly gzipped) training pairs into plain text files for SentencePiece."""
     with atomic_write(plain[0]) as src_out, atomic_write(plain[1]) as tgt_out:
-        for a, b in _iter_pairs(*files, skip_empty=skip_empty):
+        for _, a, b in _iter_pairs(*files, skip_empty=skip_empty):
             src_out.write(a + "\n")
             tgt_out.write(b + "\n")
 
@@ -260,6 +287,27 @@ def _train_vocabs(cfg: PrepareConfig, plain: tuple[Path, Path], out: Path) -> tu
         joint = train(list(plain), out / "spm")
         return joint, joint
     return train([plain[0]], out / "spm.src"), train([plain[1]], out / "spm.tgt")
+
+
+def _train_target_vocab(cfg: PrepareConfig, plain_target: Path, out: Path) -> Vocab:
+    """The target side's own SentencePiece model ``spm.tgt.model`` (a lattice corpus has no joint one)."""
+    model = train_sentencepiece(
+        [plain_target], out / "spm.tgt", cfg.vocab_size, cfg.model_type, cfg.character_coverage,
+        cfg.spm_input_sentence_size, cfg.seed,
+    )
+    return Vocab.load(model)
+
+
+def _train_lattice(cfg: PrepareConfig, plain: tuple[Path, Path], files: tuple[Path, Path], out: Path) -> LatticeEncoder:
+    """The lattice directory ``out/lattice`` for the training source (SPEC §3)."""
+    if cfg.joint_vocab:
+        logger.info("lattice: the source has its own token vocabulary, the target its own SentencePiece model")
+    sources = ((f"{files[0]}:{line}", a) for line, a, _ in _iter_pairs(*files, skip_empty=cfg.empty_lines == "skip"))
+    spm_options = {
+        "model_type": cfg.model_type, "character_coverage": cfg.character_coverage,
+        "input_sentence_size": cfg.spm_input_sentence_size, "seed": cfg.seed,
+    }
+    return train_lattice_encoder(cfg.lattice, plain[0], sources, out / LATTICE_DIR, spm_options)
 
 
 def length_problem(src_len: int, tgt_len: int, cfg: PrepareConfig) -> str | None:
@@ -282,35 +330,69 @@ def length_problem(src_len: int, tgt_len: int, cfg: PrepareConfig) -> str | None
     return None
 
 
+@dataclass
+class SourceEncoder:
+    """How a split's source sentences become rows: SentencePiece pieces, or lattice edges with their spans.
+
+    Attributes:
+        vocab: the source vocabulary (the lattice's token vocabulary for a lattice corpus).
+        lattice: the segmenters of a lattice corpus, or None.
+        path: the split's source file, for ``file:line`` in messages.
+    """
+
+    vocab: Vocab | TokenVocab
+    lattice: LatticeEncoder | None
+    path: Path
+
+    def encode(self, chunk: list[tuple[int, str, str]]) -> list[tuple[list[int], dict[str, np.ndarray], int]]:
+        """For each ``(line, source, target)``: the source row, its per-token fields, and the length the
+        filters count (pieces, or the pieces of a lattice's 1-best segmentation)."""
+        texts = [a for _, a, _ in chunk]
+        if self.lattice is None:
+            return [(ids, {}, len(ids)) for ids in self.vocab.encode_batch(texts)]
+        encoded = self.lattice.encode(texts, [f"{self.path}:{line}" for line, _, _ in chunk])
+        return [(row.ids, row.fields(), row.one_best_length) for row in encoded]
+
+
 def _encode_split(
     name: str,
-    pairs: Iterator[tuple[str, str]],
-    vocabs: tuple[Vocab, Vocab],
+    pairs: Iterator[tuple[int, str, str]],
+    source: SourceEncoder,
+    tgt_vocab: Vocab,
     out: Path,
     cfg: PrepareConfig,
     stats: SplitStats,
     progress: bool,
 ) -> None:
-    """Encode ``pairs`` in chunks and write ``{name}.{src,tgt}.{bin,idx,txt}`` into ``out``.
+    """Encode ``pairs`` in chunks and write ``{name}.{src,tgt}.{bin,idx,txt}`` (and a lattice corpus's
+    ``{name}.field.lattice_{start,end}``) into ``out``.
 
     Training pairs that fail :func:`length_problem` are dropped; other splits keep every pair and only
-    count the over-long ones. Counts go into ``stats``.
+    count the over-long ones. A source lattice over ``lattice.max_edges`` edges drops its pair in every
+    split. Counts go into ``stats``.
     """
-    src_vocab, tgt_vocab = vocabs
     total = stats.pairs - stats.empty
+    max_edges = cfg.lattice.max_edges
     with ExitStack() as stack:
-        src_ids = stack.enter_context(TokenArrayWriter(out / f"{name}.src", len(src_vocab)))
+        src_ids = stack.enter_context(TokenArrayWriter(out / f"{name}.src", len(source.vocab)))
         tgt_ids = stack.enter_context(TokenArrayWriter(out / f"{name}.tgt", len(tgt_vocab)))
+        field_rows = {
+            field_name: stack.enter_context(TokenArrayWriter(out / f"{name}.field.{field_name}", max_edges + 1))
+            for field_name in (LATTICE_FIELDS if source.lattice is not None else ())
+        }
         src_txt = stack.enter_context(atomic_write(out / f"{name}.src.txt"))
         tgt_txt = stack.enter_context(atomic_write(out / f"{name}.tgt.txt"))
         bar = stack.enter_context(
             tqdm(total=total, desc=f"encode {name}", unit=" pairs", disable=not progress, file=sys.stderr)
         )
         while chunk := list(islice(pairs, CHUNK_LINES)):
-            sources = src_vocab.encode_batch([a for a, _ in chunk])
-            targets = tgt_vocab.encode_batch([b for _, b in chunk])
-            for (a, b), src, tgt in zip(chunk, sources, targets):
-                problem = length_problem(len(src), len(tgt), cfg)
+            sources = source.encode(chunk)
+            targets = tgt_vocab.encode_batch([b for _, _, b in chunk])
+            for (_, a, b), (src, fields, src_len), tgt in zip(chunk, sources, targets):
+                if source.lattice is not None and len(src) > max_edges:
+                    stats.lattice_too_long += 1
+                    continue
+                problem = length_problem(src_len, len(tgt), cfg)
                 if name != "train" and problem == "too_long":
                     stats.too_long += 1
                 elif name == "train" and problem is not None:
@@ -318,6 +400,8 @@ def _encode_split(
                     continue
                 src_ids.add(src)
                 tgt_ids.add(tgt)
+                for field_name, writer in field_rows.items():
+                    writer.add(fields[field_name])
                 src_txt.write(a + "\n")
                 tgt_txt.write(b + "\n")
                 stats.kept += 1
@@ -338,9 +422,13 @@ def _log_summary(cfg: PrepareConfig, meta: DataMeta, stats: dict[str, SplitStats
         logger.info(line)
         if name != "train" and s.too_long:
             logger.warning("%s: %d pairs longer than %d pieces (kept)", name, s.too_long, cfg.max_len)
+        if s.lattice_too_long:
+            logger.warning("%s: %d pairs skipped: their source lattice has more than lattice.max_edges=%d edges",
+                           name, s.lattice_too_long, cfg.lattice.max_edges)
     kind = "joint" if meta.joint_vocab else "separate"
     logger.info("vocabulary (%s, %s): %d source and %d target pieces", kind, cfg.model_type,
                 meta.src_vocab_size, meta.tgt_vocab_size)
-    if min(meta.src_vocab_size, meta.tgt_vocab_size) < cfg.vocab_size:
+    spm_sizes = [meta.tgt_vocab_size] if meta.src_lattice else [meta.src_vocab_size, meta.tgt_vocab_size]
+    if min(spm_sizes) < cfg.vocab_size:
         logger.warning("the corpus is too small for vocab_size %d; SentencePiece learnt fewer pieces", cfg.vocab_size)
     logger.info("wrote %s", cfg.out)

@@ -15,6 +15,7 @@ import sentencepiece as spm
 
 from ordo.batch import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 from ordo.errors import ConfigError, InputError
+from ordo.textio import atomic_write
 
 MODEL_TYPES = ("unigram", "bpe")
 _SPECIAL_IDS = frozenset((PAD_ID, BOS_ID, EOS_ID))
@@ -184,3 +185,80 @@ class Vocab:
     def all_pieces(self) -> list[str]:
         """Every piece string, in id order (``<pad>``, ``<unk>``, ``<s>``, ``</s>`` first)."""
         return [self.processor.id_to_piece(i) for i in range(len(self))]
+
+
+class TokenVocab:
+    """A fixed list of token strings, one per line of a ``.tokens`` file, ids in file order.
+
+    The first four lines are the special pieces (``<pad>``, ``<unk>``, ``<s>``, ``</s>`` at ids 0-3); a token
+    not in the list maps to ``UNK_ID``. Lattice corpora (SPEC §3) use it for the one source vocabulary over
+    the tokens of all segmentations, which no single SentencePiece model holds.
+
+    Args:
+        tokens: every token string in id order, the four special ones first.
+        path: the file it was loaded from or will be saved to.
+    """
+
+    SPECIALS = ("<pad>", "<unk>", "<s>", "</s>")
+    SUFFIX = ".tokens"
+
+    def __init__(self, tokens: Sequence[str], path: Path) -> None:
+        if tuple(tokens[:4]) != self.SPECIALS:
+            raise InputError(f"{path}: the first four tokens must be {', '.join(self.SPECIALS)}")
+        self.tokens = list(tokens)
+        self.path = Path(path)
+        self.ids = {token: index for index, token in enumerate(self.tokens) if index >= len(self.SPECIALS)}
+
+    @classmethod
+    def load(cls, path: str | Path) -> TokenVocab:
+        """Read a ``.tokens`` file (UTF-8, one token per line).
+
+        Raises:
+            InputError: when the file is missing or does not start with the special tokens.
+        """
+        path = Path(path)
+        if not path.is_file():
+            raise InputError(f"{path}: no such file (token vocabulary)")
+        return cls(path.read_text(encoding="utf-8").split("\n")[:-1], path)
+
+    def save(self) -> None:
+        """Write the tokens to ``self.path``, one per line, atomically."""
+        with atomic_write(self.path) as handle:
+            handle.writelines(token + "\n" for token in self.tokens)
+
+    def __len__(self) -> int:
+        """Number of tokens, special ones included."""
+        return len(self.tokens)
+
+    def lookup(self, tokens: Sequence[str]) -> list[int]:
+        """Ids of token strings; unknown ones get ``UNK_ID``."""
+        return [self.ids.get(token, UNK_ID) for token in tokens]
+
+    def encode(self, text: str) -> list[int]:
+        """Ids of the whitespace-separated tokens of ``text`` (a lattice corpus encodes through its segmenters)."""
+        return self.lookup(text.split())
+
+    def encode_batch(self, texts: list[str]) -> list[list[int]]:
+        """:meth:`encode` of every text."""
+        return [self.encode(text) for text in texts]
+
+    def pieces(self, ids: Sequence[int]) -> list[str]:
+        """The token strings of ``ids``."""
+        return [self.tokens[int(i)] for i in ids]
+
+    def decode(self, ids: Sequence[int]) -> str:
+        """The tokens of ``ids`` joined by spaces, pad/BOS/EOS left out."""
+        return " ".join(self.tokens[int(i)] for i in ids if int(i) not in _SPECIAL_IDS)
+
+    def all_pieces(self) -> list[str]:
+        """Every token string, in id order."""
+        return list(self.tokens)
+
+
+def load_vocab(path: str | Path) -> Vocab | TokenVocab:
+    """A SentencePiece ``.model`` or a :class:`TokenVocab` ``.tokens`` file, by its suffix.
+
+    Raises:
+        InputError: as :meth:`Vocab.load` or :meth:`TokenVocab.load`.
+    """
+    return TokenVocab.load(path) if Path(path).suffix == TokenVocab.SUFFIX else Vocab.load(path)

@@ -1,0 +1,92 @@
+"""Lattice-aware self-attention LSA (Xiao et al. 2019, paper 002 §3, Eq. 4-5; SPEC §3).
+
+Every encoder layer's self-attention gets Shaw-style relation embeddings on keys and values::
+
+    e_ab = q_a · (k_b + a^K_{r(a,b)}) / sqrt(d_k),   o_a = Σ_b α_ab (v_b + a^V_{r(a,b)})
+
+with one table of 8 relations per layer shared by all heads, through the baseline's
+:class:`ordo.models.attention.RelationSelfAttention`. For token a = e_{i:j} and token b = e_{p:q}, r(a, b) is
+(first match):
+
+    self  a is b            lad  j = p (a ends where b starts)   rad  q = i (b ends where a starts)
+    inc   i <= p < q <= j   ind  p <= i < j <= q                 pre  j < p      suc  q < i
+    its   otherwise (the spans overlap and neither contains the other)
+
+The relation ids are computed per batch from the spans with broadcasting, (B, S, S), no loop over pairs;
+EOS is the edge e_{N:N+1} after the last element. The decoder is unchanged.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from ordo.batch import Batch
+from ordo.errors import ConfigError
+from ordo.lattice.graph import FIELDS, batch_spans
+from ordo.methods.registry import Method, register_method
+from ordo.models.attention import RelationSelfAttention
+from ordo.models.slots import Slots
+
+RELATIONS = ("self", "lad", "rad", "inc", "ind", "its", "pre", "suc")  # relation id = index
+
+
+@dataclass
+class LatticeAttnConfig:
+    """Options of ``model.methods.lattice_attn`` (none: ``--set 'model.methods.lattice_attn={}'``)."""
+
+
+def lattice_relations(start: torch.Tensor, end: torch.Tensor) -> torch.Tensor:
+    """Relation ids r(a, b) in [0, 8) of every token pair (SPEC §3, paper Table 1 plus ``self``).
+
+    Args:
+        start, end: (B, S) spans (i, j) of the edges e_{i:j}.
+
+    Returns:
+        (B, S, S) long; entry [n, a, b] is the relation of token a to token b, ids as in :data:`RELATIONS`.
+    """
+    i, j = start[:, :, None], end[:, :, None]  # (B, S, 1) query a = e_{i:j}
+    p, q = start[:, None, :], end[:, None, :]  # (B, 1, S) key b = e_{p:q}
+    size = start.size(1)
+    rules = [  # (condition, relation name), first match wins; "its" is what is left
+        (torch.eye(size, dtype=torch.bool, device=start.device)[None], "self"),
+        (j == p, "lad"),
+        (q == i, "rad"),
+        ((i <= p) & (q <= j), "inc"),
+        ((p <= i) & (j <= q), "ind"),
+        (j < p, "pre"),
+        (q < i, "suc"),
+    ]
+    relations = torch.full((start.size(0), size, size), RELATIONS.index("its"), dtype=torch.long, device=start.device)
+    for condition, name in reversed(rules):
+        relations = torch.where(condition, RELATIONS.index(name), relations)
+    return relations
+
+
+class LatticeRelations(nn.Module):
+    """The relations slot: maps a batch of lattice edges to relation ids (B, S, S)."""
+
+    def forward(self, batch: Batch) -> torch.Tensor:
+        """r(a, b) of every source token pair, from the batch's spans."""
+        return lattice_relations(*batch_spans(batch))
+
+
+def apply_lattice_attn(slots: Slots, cfg: LatticeAttnConfig) -> None:
+    """Relation-aware self-attention with the 8 lattice relations in every encoder layer (SPEC §3)."""
+    if slots.cfg.family != "transformer":
+        raise ConfigError("model.methods.lattice_attn: implemented for the Transformer family only")
+    model_cfg = slots.cfg
+    plain_attention = slots.self_attention
+
+    def attention(side: str, index: int) -> nn.Module:
+        if side == "encoder":
+            return RelationSelfAttention(model_cfg.d_model, model_cfg.heads, len(RELATIONS), model_cfg.attention_dropout)
+        return plain_attention(side, index)
+
+    slots.claim("self_attention", "lattice_attn", attention)
+    slots.claim("relations", "lattice_attn", LatticeRelations)
+
+
+register_method(Method("lattice_attn", LatticeAttnConfig, apply_lattice_attn, fields=FIELDS))
