@@ -63,6 +63,8 @@ def check_exportable(run: LoadedRun) -> None:
         raise ConfigError("export: only the baseline Transformer exports (not the rnn family)")
     if run.cfg.model.methods:
         raise ConfigError(f"export: methods change the network; this run uses {', '.join(run.cfg.model.methods)}")
+    if run.lattice is not None:
+        raise ConfigError("export: the run reads lattices (paper 002), which CTranslate2's SentencePiece input cannot give")
 
 
 def ctranslate2_spec(run: LoadedRun) -> Any:

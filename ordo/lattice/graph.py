@@ -99,7 +99,7 @@ def batch_spans(batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
     last element of its sentence, and so does padding, which attention masks anyway.
 
     Shape:
-        (B, S) each, long.
+        (B, S) each, int32.
 
     Raises:
         ValueError: when the batch lacks the ``lattice_start``/``lattice_end`` fields.
@@ -107,7 +107,7 @@ def batch_spans(batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
     missing = [name for name in FIELDS if name not in batch.fields]
     if missing:
         raise ValueError(f"the batch has no {' and '.join(missing)} field: prepare the data with a lattice section")
-    start, end = batch.fields[FIELD_START].long(), batch.fields[FIELD_END].long()  # (B, S)
+    start, end = batch.fields[FIELD_START].int(), batch.fields[FIELD_END].int()  # (B, S)
     index = torch.arange(start.size(1), device=start.device)  # (S,)
     real = index[None, :] < (batch.src_lengths.to(start.device) - 1)[:, None]  # (B, S) edges, not EOS/padding
     last = end.masked_fill(~real, 0).amax(dim=1, keepdim=True)  # (B, 1) N

@@ -41,6 +41,9 @@ class LatticeAttnConfig:
 def lattice_relations(start: torch.Tensor, end: torch.Tensor) -> torch.Tensor:
     """Relation ids r(a, b) in [0, 8) of every token pair (SPEC §3, paper Table 1 plus ``self``).
 
+    Built in place from the lowest-priority rule up, each later rule overwriting the earlier ones, so the
+    first match in the order of the module docstring wins; the ids are uint8 until the end.
+
     Args:
         start, end: (B, S) spans (i, j) of the edges e_{i:j}.
 
@@ -50,19 +53,15 @@ def lattice_relations(start: torch.Tensor, end: torch.Tensor) -> torch.Tensor:
     i, j = start[:, :, None], end[:, :, None]  # (B, S, 1) query a = e_{i:j}
     p, q = start[:, None, :], end[:, None, :]  # (B, 1, S) key b = e_{p:q}
     size = start.size(1)
-    rules = [  # (condition, relation name), first match wins; "its" is what is left
-        (torch.eye(size, dtype=torch.bool, device=start.device)[None], "self"),
-        (j == p, "lad"),
-        (q == i, "rad"),
-        ((i <= p) & (q <= j), "inc"),
-        ((p <= i) & (j <= q), "ind"),
-        (j < p, "pre"),
-        (q < i, "suc"),
-    ]
-    relations = torch.full((start.size(0), size, size), RELATIONS.index("its"), dtype=torch.long, device=start.device)
-    for condition, name in reversed(rules):
-        relations = torch.where(condition, RELATIONS.index(name), relations)
-    return relations
+    relations = torch.full((start.size(0), size, size), RELATIONS.index("its"), dtype=torch.uint8, device=start.device)
+    relations.masked_fill_(q < i, RELATIONS.index("suc"))
+    relations.masked_fill_(j < p, RELATIONS.index("pre"))
+    relations.masked_fill_((p <= i) & (j <= q), RELATIONS.index("ind"))
+    relations.masked_fill_((i <= p) & (q <= j), RELATIONS.index("inc"))
+    relations.masked_fill_(q == i, RELATIONS.index("rad"))
+    relations.masked_fill_(j == p, RELATIONS.index("lad"))
+    relations.diagonal(dim1=1, dim2=2).fill_(RELATIONS.index("self"))
+    return relations.long()
 
 
 class LatticeRelations(nn.Module):

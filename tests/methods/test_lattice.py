@@ -3,6 +3,7 @@ translation of raw text, and over-long input."""
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import random
 import shutil
@@ -19,6 +20,7 @@ from ordo.cli import main
 from ordo.config import load_config
 from ordo.data import ParallelData
 from ordo.errors import ConfigError
+from ordo.export import check_exportable
 from ordo.lattice.graph import FIELD_END, FIELD_START, Lattice, build_lattice
 from ordo.methods.lattice_attn import RELATIONS, LatticeRelations
 from ordo.methods.lattice_pe import LatticeSourcePositions, lattice_positions
@@ -180,6 +182,9 @@ def test_translate_builds_lattices_from_raw_text_with_the_runs_segmenters(lattic
     train_lattice_run(data, run, 3, "model.methods.lattice_pe={}", "model.methods.lattice_attn={}")
     shutil.rmtree(data)  # the run translates raw text on its own
     loaded = api.load_run(run)
+    without_methods = dataclasses.replace(loaded.cfg, model=dataclasses.replace(loaded.cfg.model, methods={}))
+    with pytest.raises(ConfigError, match="reads lattices"):
+        check_exportable(dataclasses.replace(loaded, cfg=without_methods))
     valid = ParallelData.open(lattice_data, "valid")
     texts = read_lines(lattice_data / "valid.src.txt")
     rows, fields = loaded.encode_inputs(texts)
