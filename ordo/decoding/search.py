@@ -50,18 +50,21 @@ class Hypothesis:
     log_prob: float
 
 
-def max_output_lengths(src_lengths: torch.Tensor, max_len_a: float, max_len_b: int) -> torch.Tensor:
+def max_output_lengths(
+    src_lengths: torch.Tensor, max_len_a: float, max_len_b: int, limit: int | None = None
+) -> torch.Tensor:
     """Maximum number of output tokens (EOS not counted) of each sentence.
 
     Args:
         src_lengths: (B,) source lengths, EOS included.
         max_len_a: factor on the source length.
         max_len_b: tokens added to it.
+        limit: the most the model can produce (``Seq2SeqModel.max_output_tokens``), None for no limit.
 
     Returns:
-        (B,) long, ``floor(max_len_a * src_len + max_len_b)``, at least 0.
+        (B,) long, ``floor(max_len_a * src_len + max_len_b)``, at least 0 and at most ``limit``.
     """
-    return torch.floor(src_lengths.double() * max_len_a + max_len_b).long().clamp(min=0)
+    return torch.floor(src_lengths.double() * max_len_a + max_len_b).long().clamp(min=0, max=limit)
 
 
 def greedy_search(
@@ -90,7 +93,7 @@ def greedy_search(
         state = model.init_state(model.encode(batch))
         num_sentences = batch.src_tokens.size(0)
         device = batch.src_tokens.device
-        max_lens = max_output_lengths(batch.src_lengths, max_len_a, max_len_b).to(device)  # (B,)
+        max_lens = max_output_lengths(batch.src_lengths, max_len_a, max_len_b, model.max_output_tokens).to(device)
         results: list[list[Hypothesis]] = [[] for _ in range(num_sentences)]
         sentences = torch.arange(num_sentences, device=device)  # (A,) batch index of each row
         tokens = torch.empty(num_sentences, 0, dtype=torch.long, device=device)  # (A, t)
@@ -215,7 +218,7 @@ def beam_search(
         num_sentences = batch.src_tokens.size(0)
         device = batch.src_tokens.device
         state.reorder(torch.arange(num_sentences, device=device).repeat_interleave(beam_size))  # (B*K) rows
-        max_lens = max_output_lengths(batch.src_lengths, max_len_a, max_len_b).to(device)  # (B,)
+        max_lens = max_output_lengths(batch.src_lengths, max_len_a, max_len_b, model.max_output_tokens).to(device)
         num_finished = torch.zeros(num_sentences, dtype=torch.long, device=device)  # (B,)
         finished: list[list[Hypothesis]] = [[] for _ in range(num_sentences)]
         beams = _Beams.start(num_sentences, beam_size, device)

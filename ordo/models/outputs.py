@@ -86,7 +86,13 @@ def _reordered(tensors: dict[str, torch.Tensor], index: torch.Tensor, same_sourc
 
 
 class Seq2SeqModel(Protocol):
-    """What training and search need from a model family (Transformer or attention RNN)."""
+    """What training and search need from a model family (Transformer or attention RNN).
+
+    ``max_output_tokens`` is the most output tokens (EOS not counted) the decoder can produce, e.g. its
+    position table's size less one; None when unbounded (the RNN).
+    """
+
+    max_output_tokens: int | None
 
     def forward(self, batch: Batch) -> Seq2SeqOutput:
         """Teacher-forced pass over ``batch.tgt_in``."""

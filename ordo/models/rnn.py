@@ -107,6 +107,7 @@ class RNNSearchModel(nn.Module):
         super().__init__()
         self.encoder = encoder
         self.decoder = decoder
+        self.max_output_tokens: int | None = None  # recurrent: no position table
 
     def forward(self, batch: Batch) -> Seq2SeqOutput:
         """Teacher-forced logits (B, T, V) and ``extras["alignment"]`` (B, T, S)."""

@@ -219,6 +219,7 @@ class TransformerModel(nn.Module):
         self.encoder = encoder
         self.decoder = decoder
         self.output = output
+        self.max_output_tokens: int | None = decoder.positions.max_positions - 1  # BOS and EOS take one position
 
     def forward(self, batch: Batch) -> Seq2SeqOutput:
         """Teacher-forced logits (B, T, V) for ``batch.tgt_in``, plus the encoder's named extras."""

@@ -10,6 +10,8 @@ import torch
 from torch import nn
 
 from ordo.batch import BOS_ID, EOS_ID, PAD_ID, Batch
+from ordo.build import build_model
+from ordo.config import load_config
 from ordo.decoding.search import Hypothesis, beam_search, greedy_search, max_output_lengths
 from ordo.models.outputs import DecoderState, EncoderOutput, Seq2SeqOutput
 
@@ -51,6 +53,8 @@ class ScriptedModel:
     lets a field drift from its hypothesis reads the wrong script or fails the history check.
     """
 
+    max_output_tokens: int | None = None
+
     def __init__(self, scripts: dict[int, Script], default: dict[int, float]) -> None:
         self.scripts = scripts
         self.default = default
@@ -89,6 +93,8 @@ class ToyGRUModel(nn.Module):
     The decoder's hidden state is a ``state.fields`` entry and the attention keys a ``state.caches``
     entry, so both must follow ``reorder``.
     """
+
+    max_output_tokens: int | None = None
 
     def __init__(self, vocab_size: int = 12, dim: int = 16, special_bias: float = 0.0) -> None:
         super().__init__()
@@ -230,6 +236,18 @@ def test_length_penalty_flips_the_ranking():
 def test_max_output_lengths_formula():
     lengths = max_output_lengths(torch.tensor([3, 6, 1]), 1.5, 1)
     assert lengths.tolist() == [math.floor(1.5 * 3 + 1), math.floor(1.5 * 6 + 1), math.floor(1.5 * 1 + 1)]
+    assert max_output_lengths(torch.tensor([3, 6, 1]), 1.5, 1, limit=7).tolist() == [5, 7, 2]
+
+
+def test_outputs_stop_at_the_transformer_position_table():
+    cfg = load_config(None, ["model.preset=tiny", "model.max_positions=8"]).model
+    torch.manual_seed(0)
+    model = build_model(cfg, 12, 12).model.eval()
+    assert model.max_output_tokens == 7
+    batch = make_batch([8, 3], seed=1)  # the longest source the model takes; 1.2 * 8 + 10 > 7 outputs
+    for search in (greedy_search, lambda m, b: beam_search(m, b, beam_size=3, nbest=3)):
+        hyps = search(model, batch)
+        assert all(len(h.tokens) <= 7 for sentence in hyps for h in sentence)
 
 
 def test_max_length_is_respected():
