@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 import yaml
 
+from ordo.config import read_yaml
 from ordo.errors import ConfigError, InputError
 from ordo.lattice.graph import FIELD_END, FIELD_START, Lattice, SegmentationMismatch, build_lattice
 from ordo.lattice.segmenters import SPM_PREFIX, Segmenter, check_specs, load_segmenter, spm_model_name
@@ -136,13 +137,11 @@ class LatticeEncoder:
 
 def _read_spec(path: Path) -> dict[str, Any]:
     """Parse and check ``lattice.yaml``."""
-    if not path.is_file():
-        raise InputError(f"{path}: no such file (a lattice directory written by `ordo prepare`)")
     try:
-        spec = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except yaml.YAMLError as err:
-        raise InputError(f"{path}: not valid YAML ({err})") from None
-    if not isinstance(spec, dict) or not isinstance(spec.get("segmenters"), list) or "vocab" not in spec:
+        spec = read_yaml(path)
+    except ConfigError as err:
+        raise InputError(f"{err} (a lattice directory is written by `ordo prepare`)") from None
+    if not isinstance(spec.get("segmenters"), list) or "vocab" not in spec:
         raise InputError(f"{path}: expected the keys segmenters (a list) and vocab")
     try:
         check_specs(spec["segmenters"], str(path))
