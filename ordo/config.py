@@ -50,7 +50,8 @@ class TrainConfig:
     """Optimisation, batching, validation and checkpointing (SPEC §0)."""
 
     seed: int = 1  # seeds model init, dropout and batch order
-    max_tokens: int = 4096  # tokens (source or target, the larger) per batch per process
+    max_tokens: int = 4096  # padded tokens per batch per process, counted on the side batch_by names
+    batch_by: str = "longer"  # longer: the longer side of each pair counts | target: the target side only
     update_freq: int = 1  # gradient accumulation: batches per update
     max_steps: int = 0  # stop after this many updates (0: no limit)
     max_epochs: int = 0  # stop after this many epochs (0: no limit)

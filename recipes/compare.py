@@ -1,8 +1,9 @@
 """Equal-budget system comparisons on one corpus (the papers' Table 1 on our data).
 
 A suite is a folder of recipes/ with suite.yaml (corpus, languages, split names, metric, update budget),
-prepare.yaml, train.yaml and systems.yaml (name -> --set overrides over train.yaml). This script prepares
-the suite's data once, trains each named system for the same number of updates from the same seed (an
+prepare.yaml, train.yaml and systems.yaml (name -> --set overrides over train.yaml, or name ->
+{prepare: FILE, set: [overrides]} for a system whose data comes from another prepare config of the suite,
+e.g. one segmentation or a lattice). This script prepares each prepare config's data once, trains each named system for the same number of updates from the same seed (an
 existing run is resumed, a finished one skipped), averages its last 4 checkpoints, then writes under
 WORK/reports/REPORT the systems table (BLEU, sign test against the first system, parameters, training and
 translation speed), BLEU by source length, and optionally the swapped-word robustness curves.
@@ -47,13 +48,28 @@ def parse_args() -> argparse.Namespace:
     return parser.parse_args()
 
 
-def prepare(suite: Path, spec: dict, data_dir: Path, out: Path) -> None:
-    """Binarize the corpus once (skipped when OUT/data.yaml exists)."""
+def system_entry(name: str, entry: object) -> tuple[str, list[str]]:
+    """A systems.yaml entry as (prepare config file name, --set overrides)."""
+    if isinstance(entry, list):
+        return "prepare.yaml", [str(item) for item in entry]
+    if isinstance(entry, dict) and set(entry) <= {"prepare", "set"}:
+        return str(entry.get("prepare", "prepare.yaml")), [str(item) for item in entry.get("set", [])]
+    sys.exit(f"systems.yaml: {name}: expected a list of overrides or {{prepare: FILE, set: [...]}}, got {entry!r}")
+
+
+def data_folder(work: Path, prepare_file: str) -> Path:
+    """WORK/data for the suite's prepare.yaml, WORK/data_STEM for another prepare config."""
+    stem = Path(prepare_file).stem
+    return work / ("data" if stem == "prepare" else f"data_{stem.removeprefix('prepare_')}")
+
+
+def prepare(config: Path, spec: dict, data_dir: Path, out: Path) -> None:
+    """Binarize the corpus with one prepare config, once (skipped when OUT/data.yaml exists)."""
     if (out / "data.yaml").exists():
         return
     files = {f"--{split}-{side}": str(data_dir / f"{spec['splits'][split]}.{spec[side]}.gz")
              for split in ("train", "valid", "test") for side in ("src", "tgt")}
-    args = ["prepare", str(suite / "prepare.yaml"), "--out", str(out)]
+    args = ["prepare", str(config), "--out", str(out)]
     for flag, path in files.items():
         args += [flag, path]
     if ordo(args) != 0:
@@ -93,12 +109,13 @@ def main() -> None:
     data_dir = args.data_dir or ROOT.parent / "shared" / "data" / spec["corpus"]
     work = args.work or ROOT / "work" / args.suite
     steps = args.steps or int(spec["steps"])
-    data = work / "data"
-    prepare(suite, spec, data_dir, data)
     runs = []
     for name in args.systems:
+        prepare_file, overrides = system_entry(name, systems[name])
+        data = data_folder(work, prepare_file)
+        prepare(suite / prepare_file, spec, data_dir, data)
         run_dir = work / "runs" / name
-        train(suite, name, systems[name], data, run_dir, steps, args.threads, args.common)
+        train(suite, name, overrides, data, run_dir, steps, args.threads, args.common)
         runs.append((name, run_dir))
     test = spec["splits"]["test"]
     sources = read_lines(data_dir / f"{test}.{spec['src']}.gz")

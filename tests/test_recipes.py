@@ -3,6 +3,7 @@
 import re
 import shlex
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,8 @@ from ordo.config import build_config, from_dict, merge, parse_overrides, read_ya
 from ordo.prepare import PrepareConfig
 
 RECIPES = Path(__file__).resolve().parents[1] / "recipes"
+sys.path.insert(0, str(RECIPES))
+import compare  # (recipes/compare.py: how a suite's systems.yaml entries are read)
 
 
 @pytest.mark.parametrize("path", sorted(RECIPES.glob("*/train.yaml")), ids=lambda p: p.parent.name)
@@ -20,7 +23,7 @@ def test_train_config_loads(path):
     assert cfg.train.max_tokens > 0 and cfg.decode.beam_size >= 1
 
 
-@pytest.mark.parametrize("path", sorted(RECIPES.glob("*/prepare.yaml")), ids=lambda p: p.parent.name)
+@pytest.mark.parametrize("path", sorted(RECIPES.glob("*/prepare*.yaml")), ids=lambda p: f"{p.parent.name}/{p.name}")
 def test_prepare_config_loads(path):
     assert from_dict(PrepareConfig, read_yaml(path), str(path)).vocab_size > 0
 
@@ -31,8 +34,8 @@ def test_recipe_script_parses(path):
 
 
 def suites_of(script: str) -> list[str]:
-    """The comparison suites (recipes/*_compare) a recipe script runs through recipes/compare.py."""
-    return re.findall(r"\b(\w+_compare)\b", script) if "compare.py" in script else []
+    """The comparison suites a recipe script runs through recipes/compare.py (``--suite NAME``)."""
+    return [suite for suite, _ in compared_systems(script)]
 
 
 def test_every_recipe_has_its_configs_or_uses_a_comparison_suite():
@@ -54,37 +57,40 @@ def test_every_suite_names_its_corpus_and_builds_every_system_under_the_strict_s
     suite = read_yaml(path)
     assert set(suite) >= {"corpus", "src", "tgt", "splits", "steps"} and set(suite["splits"]) == {"train", "valid", "test"}
     base = read_yaml(path.parent / "train.yaml")
-    for name, overrides in read_yaml(path.parent / "systems.yaml").items():
+    for name, entry in read_yaml(path.parent / "systems.yaml").items():
+        prepare_file, overrides = compare.system_entry(name, entry)
+        assert (path.parent / prepare_file).is_file(), (name, prepare_file)
         cfg = build_config(merge(base, parse_overrides(overrides)), f"{path.parent}: {name}")
         assert count_parameters(build_model(cfg.model, 100, 100).model) > 0, name
 
 
-def compared_systems(script: str) -> list[list[str]]:
-    """The system names of every ``compare.py`` call in a recipe script (options and their values skipped)."""
+def compared_systems(script: str) -> list[tuple[str, list[str]]]:
+    """(suite, system names) of every ``compare.py`` call in a recipe script (other options and shell words
+    such as ``"$@"`` skipped); ``--suite "$VAR"`` stands for each value of a ``for VAR in A B; do`` loop."""
+    loops = {name: values.split() for name, values in re.findall(r"for (\w+) in ([\w ]+);", script)}
     calls = []
     for line in script.replace("\\\n", " ").splitlines():
         if "compare.py" not in line or line.lstrip().startswith("#"):
             continue
         words = shlex.split(line.split("compare.py", 1)[1].lstrip("\"'"))
-        names, skip = [], False
+        suite, names, option = "", [], ""
         for word in words:
-            if skip:
-                skip = False
+            if option:
+                suite = word if option == "--suite" else suite
+                option = ""
             elif word.startswith("--"):
-                skip = True
-            elif word != "$@":
+                option = word
+            elif not word.startswith("$"):
                 names.append(word)
-        calls.append(names)
+        calls += [(value, names) for value in loops.get(suite.lstrip("$"), [suite])]
     return calls
 
 
 def test_recipes_name_only_systems_their_suites_define():
     checked = 0
     for script in RECIPES.glob("*/run.sh"):
-        text = script.read_text()
-        for suite in suites_of(text):
+        for suite, names in compared_systems(script.read_text()):
             systems = read_yaml(RECIPES / suite / "systems.yaml")
-            for names in compared_systems(text):
-                assert names and set(names) <= set(systems), (script, suite, names)
-                checked += 1
+            assert names and set(names) <= set(systems), (script, suite, names)
+            checked += 1
     assert checked >= 3

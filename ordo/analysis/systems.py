@@ -31,16 +31,20 @@ class TrainingFigures:
     updates: int
     minutes: float
     src_tokens_per_second: float | None  # None for runs saved before token totals were kept
+    tgt_tokens_per_second: float | None
 
 
 def training_figures(run_dir: Path) -> TrainingFigures:
-    """Updates, wall minutes and source tokens/s of a run's training, from its last checkpoint."""
+    """Updates, wall minutes and source and target tokens/s of a run's training, from its last checkpoint."""
     paths = step_checkpoints(run_dir / "checkpoints")
     progress = load_checkpoint(paths[-1])["progress"] if paths else {}
     seconds = float(progress.get("train_seconds", 0.0))
-    src_tokens = progress.get("src_tokens")
-    speed = src_tokens / seconds if src_tokens and seconds > 0 else None
-    return TrainingFigures(int(progress.get("step", 0)), seconds / 60, speed)
+
+    def speed(key: str) -> float | None:
+        tokens = progress.get(key)
+        return tokens / seconds if tokens and seconds > 0 else None
+
+    return TrainingFigures(int(progress.get("step", 0)), seconds / 60, speed("src_tokens"), speed("tgt_tokens"))
 
 
 def translate_timed(run: LoadedRun, sources: list[str], **decode: object) -> tuple[list[str], float]:
@@ -66,18 +70,18 @@ class SystemResult:
 
     def row(self) -> list[str | int | float | None]:
         """Cells in the order of :data:`SYSTEM_HEADERS`."""
-        train_speed = self.training.src_tokens_per_second
+        src_speed, tgt_speed = self.training.src_tokens_per_second, self.training.tgt_tokens_per_second
         return [
             self.name, self.bleu, self.tok_bleu, None if self.sign_p is None else f"{self.sign_p:.3g}",
             f"{self.parameters / 1e6:.2f}M", self.training.updates, round(self.training.minutes, 1),
-            None if train_speed is None else round(train_speed), round(self.sentences_per_second, 1),
-            round(self.src_tokens_per_second),
+            None if src_speed is None else round(src_speed), None if tgt_speed is None else round(tgt_speed),
+            round(self.sentences_per_second, 1), round(self.src_tokens_per_second),
         ]
 
 
 SYSTEM_HEADERS = [
     "system", "BLEU", "tok BLEU", "sign p vs baseline", "params", "updates", "train min", "train src tok/s",
-    "translate sent/s", "translate src tok/s",
+    "train tgt tok/s", "translate sent/s", "translate src tok/s",
 ]
 
 

@@ -28,7 +28,7 @@ from ordo.batching import collate, epoch_batches
 from ordo.config import ExperimentConfig, to_dict
 from ordo.data import ParallelData
 from ordo.decoding.translator import translate_rows
-from ordo.errors import CheckpointError
+from ordo.errors import CheckpointError, ConfigError
 from ordo.evaluation.bleu import corpus_scores
 from ordo.losses import AuxLoss, label_smoothed_nll
 from ordo.textio import read_lines
@@ -44,6 +44,7 @@ from ordo.training.optim import build_optimizer, inverse_sqrt_lr, set_lr
 from ordo.vocab import Vocab
 
 logger = logging.getLogger("ordo.train")
+BATCH_BY = ("longer", "target")  # train.batch_by: which side of a pair counts toward train.max_tokens
 
 
 @dataclass
@@ -103,6 +104,8 @@ class Trainer:
         self.wrapped = self.dist.wrap(self.model)
         self.losses = losses or []
         self.fields = fields
+        if self.tcfg.batch_by not in BATCH_BY:
+            raise ConfigError(f"train.batch_by: expected one of {', '.join(BATCH_BY)}, got {self.tcfg.batch_by!r}")
         self.optimizer = build_optimizer(self.model, self.tcfg)
         self.amp = amp_dtype(self.tcfg.amp, self.device)
         self.scaler = torch.amp.GradScaler(enabled=self.amp == torch.float16)
@@ -185,10 +188,16 @@ class Trainer:
         return collate(indices, src, tgt, fields).to(self.device)
 
     def epoch_batch_list(self, epoch: int) -> list[np.ndarray]:
-        """This process's share of the epoch's batches (every world_size-th batch)."""
-        batches = epoch_batches(
-            self.train_data.src.lengths, self.train_data.tgt.lengths, self.tcfg.max_tokens, self.tcfg.seed, epoch
-        )
+        """This process's share of the epoch's batches (every world_size-th batch).
+
+        ``train.batch_by: target`` sizes batches by their target tokens alone, so systems whose sources differ
+        in length (a lattice against its 1-best segmentation) see the same sentences per update.
+        """
+        src, tgt = self.train_data.src.lengths, self.train_data.tgt.lengths
+        if self.tcfg.batch_by == "target":  # epoch_batches sizes a pair by its first argument alone
+            batches = epoch_batches(tgt, None, self.tcfg.max_tokens, self.tcfg.seed, epoch)
+        else:
+            batches = epoch_batches(src, tgt, self.tcfg.max_tokens, self.tcfg.seed, epoch)
         usable = len(batches) - len(batches) % self.dist.world_size
         return batches[self.dist.rank : usable : self.dist.world_size]
 

@@ -29,7 +29,8 @@ def test_systems_table_has_speed_parameters_and_a_sign_test(runs, small_data, tm
     assert base[3] == "" and 0.0 <= float(both[3]) <= 1.0
     params = count_parameters(api.load_run(runs / "both", "best", "cpu").model)
     assert both[4] == f"{params / 1e6:.2f}M"
-    assert int(both[5]) == 30 and float(both[7]) > 0  # updates, training source tokens/s
+    assert int(both[5]) == 30 and float(both[7]) > 0 and float(both[8]) > 0  # updates, training tokens/s
+    assert header[7:9] == ["train src tok/s", "train tgt tok/s"]
     assert len(read_lines(tmp_path / "both.hyp")) == len(read_lines(src))
     assert "| both |" in capsys.readouterr().out
 

@@ -2,6 +2,7 @@
 
 from dataclasses import dataclass
 
+import numpy as np
 import pytest
 import torch
 
@@ -119,3 +120,28 @@ def test_early_stopping_after_patience_validations_without_improvement(small_dat
     progress = api.train(cfg, tmp_path / "run")
     assert progress.step == 6 and progress.bad_validations == 2
     assert "no improvement in 2 validations" in (tmp_path / "run" / "train.log").read_text()
+
+
+def make_trainer(data, run_dir, *overrides):
+    from ordo.build import build_model
+    from ordo.training.trainer import Trainer
+
+    cfg = config(data, *overrides)
+    return Trainer(build_model(cfg.model, 200, 200).model, cfg, run_dir)
+
+
+def test_batch_by_target_fills_batches_with_target_tokens_only(small_data, tmp_path):
+    by_longer = make_trainer(small_data, tmp_path / "a", "train.max_tokens=200")
+    by_target = make_trainer(small_data, tmp_path / "b", "train.max_tokens=200", "train.batch_by=target")
+    src, tgt = by_target.train_data.src.lengths, by_target.train_data.tgt.lengths
+    target_batches, longer_batches = by_target.epoch_batch_list(1), by_longer.epoch_batch_list(1)
+    for batches in (target_batches, longer_batches):
+        assert sorted(np.concatenate(batches).tolist()) == list(range(len(src)))  # every pair once
+    assert all(len(b) == 1 or len(b) * (tgt[b].max() + 1) <= 200 for b in target_batches)
+    assert any(len(b) * (src[b].max() + 1) > 200 for b in target_batches)  # the source side was not counted
+    assert all(len(b) == 1 or len(b) * (np.maximum(src, tgt)[b].max() + 1) <= 200 for b in longer_batches)
+
+
+def test_unknown_batch_by_is_a_config_error(small_data, tmp_path):
+    with pytest.raises(ConfigError, match="train.batch_by: expected one of longer, target, got 'source'"):
+        make_trainer(small_data, tmp_path, "train.batch_by=source")

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Paper 002 (lattice Transformer) at an equal update budget per system: En->De on Multi30k with subword
+# lattices (BPE 2k/4k/8k), and Zh->En on the IWSLT17 TED sets with word lattices (jieba, thulac, characters).
+# Systems: a 1-best system per segmentation, the lattice with normal PE, +LPE, +LSA, +LPE+LSA; tables (BLEU,
+# sign test against the first system, parameters, training and translation speed) and BLEU by length.
+# The sign test's reference is the first system named: rerun a report with the best 1-best system first
+# (trained systems are reused, only translation runs again).
+#
+# usage: recipes/lattice/run.sh [--steps N] [--set KEY=VALUE ...] [--iwslt17 DIR]   (DIR: the IWSLT17 Zh-En
+#        dev/test sets, default ../shared/data/iwslt17-zh-en)
+here="$(cd "$(dirname "$0")" && pwd)"
+source "$here/../lib.sh"
+iwslt17="$root/../shared/data/iwslt17-zh-en"
+args=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --iwslt17) iwslt17="$2"; shift 2 ;;
+    *) args+=("$1"); shift ;;
+  esac
+done
+recipe_setup
+"$py" "$here/../compare.py" --suite m30k_lattice --report lattice \
+  onebest_spm2k onebest_spm4k onebest_spm8k lattice lattice_lpe lattice_lsa lattice_lpe_lsa "${args[@]}"
+
+# Zh->En: the shared data has the IWSLT17 dev and test sets only; train on dev2010 + tst2010-2014 without
+# the last 300 pairs of tst2014 (the dev set), test on tst2015-2017.
+corpus="$root/work/iwslt17_zhen_corpus"
+mkdir -p "$corpus"
+for side in zh en; do
+  zcat "$iwslt17"/{dev2010,tst2010,tst2011,tst2012,tst2013}."$side".gz > "$corpus/train.$side"
+  zcat "$iwslt17/tst2014.$side.gz" | head -n -300 >> "$corpus/train.$side"
+  zcat "$iwslt17/tst2014.$side.gz" | tail -n 300 > "$corpus/valid.$side"
+  zcat "$iwslt17"/{tst2015,tst2016,tst2017}."$side".gz > "$corpus/test.$side"
+  for split in train valid test; do gzip -f "$corpus/$split.$side"; done
+done
+"$py" "$here/../compare.py" --suite zhen_lattice --data-dir "$corpus" --report lattice \
+  onebest_jieba onebest_thulac onebest_chars lattice lattice_lpe lattice_lsa lattice_lpe_lsa "${args[@]}"
