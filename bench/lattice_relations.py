@@ -51,12 +51,15 @@ def random_segmentation(text: str, mean_length: float, rng: random.Random) -> li
     return pieces
 
 
-def random_lattices(chars: int, mean_lengths: tuple[float, ...], count: int, seed: int) -> list[Lattice]:
-    """``count`` lattices of sentences of about ``chars`` characters."""
+def random_lattices(
+    chars: int, mean_lengths: tuple[float, ...], count: int, seed: int, spread: float = 0.25
+) -> list[Lattice]:
+    """``count`` lattices of sentences of ``chars`` characters on average (standard deviation ``spread`` x
+    ``chars``)."""
     rng = random.Random(seed)
     lattices = []
     for _ in range(count):
-        text = "".join(rng.choice("abcdefghij") for _ in range(max(2, int(rng.gauss(chars, chars / 4)))))
+        text = "".join(rng.choice("abcdefghij") for _ in range(max(2, int(rng.gauss(chars, spread * chars)))))
         lattices.append(build_lattice([random_segmentation(text, m, rng) for m in mean_lengths]))
     return lattices
 

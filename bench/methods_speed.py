@@ -9,6 +9,9 @@ interleaved rounds and the median is kept, so drift on the machine affects all o
 
 Ratios are against the first system named: run the Transformer methods and the RNN ones separately, e.g.
 ``--systems rnnsearch,rnn_s_distortion,rnn_t_distortion,rnn_h_distortion --out bench/rnn_speed.md``.
+Systems named ``lattice*`` (paper 002) train and decode on lattice sources of about twice the baseline's
+edges with the same targets: ``--systems baseline,lattice,lattice_lpe,lattice_lsa,lattice_lpe_lsa
+--out bench/lattice_speed.md`` gives their cost against the 1-best baseline in target tokens/s.
 
 usage: python bench/methods_speed.py [--rounds 5] [--steps 3] [--systems baseline,future_cost_2,...] [--out F]
 """
@@ -21,11 +24,14 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import torch
 
 from ordo.batch import Batch
+from ordo.batching import collate
 from ordo.build import build_model, count_parameters
 from ordo.config import load_config
+from ordo.lattice.graph import FIELD_END, FIELD_START
 from ordo.losses import label_smoothed_nll
 from ordo.textio import atomic_write
 
@@ -34,17 +40,22 @@ SYSTEMS = {
     "additional_pe": ["model.methods.additional_pe={}"],
     "relative_pe": ["model.methods.relative_pe.clip=16"],
     "reorder_emb_encoder": ["model.methods.reorder_emb.variant=encoder"],
+    "reorder_emb_decoder": ["model.methods.reorder_emb.variant=decoder"],
     "reorder_emb_both": ["model.methods.reorder_emb.variant=both"],
     "exgre": ["model.methods.exgre.weight=0.6"],
     "refsr": ["model.methods.refsr.weight=0.6"],
     "future_cost_1": ["model.methods.future_cost.model=1"],
     "future_cost_2": ["model.methods.future_cost.model=2"],
+    "lattice": [],  # systems named lattice* train on lattice sources (make_lattice_batch)
+    "lattice_lpe": ["model.methods.lattice_pe={}"],
+    "lattice_lsa": ["model.methods.lattice_attn={}"],
+    "lattice_lpe_lsa": ["model.methods.lattice_pe={}", "model.methods.lattice_attn={}"],
     "rnnsearch": ["model.preset=rnn-small"],
     "rnn_s_distortion": ["model.preset=rnn-small", "model.methods.distortion.context=source"],
     "rnn_t_distortion": ["model.preset=rnn-small", "model.methods.distortion.context=target"],
     "rnn_h_distortion": ["model.preset=rnn-small", "model.methods.distortion.context=hidden"],
 }
-TRANSFORMER_SYSTEMS = [name for name in SYSTEMS if not name.startswith("rnn")]
+TRANSFORMER_SYSTEMS = [name for name in SYSTEMS if not name.startswith(("rnn", "lattice"))]
 VOCAB, BATCH, LENGTH, BEAM, OUT_TOKENS = 8000, 160, 25, 5, 30
 
 
@@ -63,6 +74,22 @@ def make_batch() -> Batch:
     positions[:, -1] = 0  # the EOS slot
     return Batch(src, torch.full((BATCH,), LENGTH), torch.arange(BATCH), tgt, tgt.clone(),
                  {"reorder_positions": positions})
+
+
+def make_lattice_batch(batch: Batch) -> Batch:
+    """``batch``'s targets with lattice sources (paper 002): per sentence, 3 segmentations (characters and two
+    word-like ones of mean length 1.5) of 1.5 x LENGTH characters, so about 2 x LENGTH edges, the ratio of
+    the IWSLT17 Zh lattices to their jieba 1-best (44.6 edges against 21.7 words per sentence). All sentences
+    have the same length, like the baseline's, so padding does not count against either."""
+    from lattice_relations import random_lattices  # bench/lattice_relations.py, beside this script
+
+    lattices = random_lattices(int(1.5 * LENGTH), (1.0, 1.5, 1.5), BATCH, seed=3, spread=0.0)
+    generator = torch.Generator().manual_seed(4)
+    rows = [torch.randint(4, VOCAB, (len(lattice),), generator=generator).numpy() for lattice in lattices]
+    spans = {FIELD_START: [np.asarray(lat.starts) for lat in lattices],
+             FIELD_END: [np.asarray(lat.ends) for lat in lattices]}
+    source = collate(np.arange(BATCH), rows, field_rows=spans)
+    return Batch(source.src_tokens, source.src_lengths, source.ids, batch.tgt_in, batch.tgt_out, source.fields)
 
 
 def time_training(model: torch.nn.Module, losses: list, batch: Batch, steps: int) -> float:
@@ -86,7 +113,8 @@ def time_decoding(model: torch.nn.Module, batch: Batch) -> float:
     """Sentences per second of beam-5-shaped incremental decoding of 30 tokens."""
     model.eval()
     rows = torch.arange(BATCH).repeat_interleave(BEAM)
-    beams = Batch(batch.src_tokens[rows], batch.src_lengths[rows], rows)
+    fields = {name: values[rows] for name, values in batch.fields.items()}
+    beams = Batch(batch.src_tokens[rows], batch.src_lengths[rows], rows, fields=fields)
     generator = torch.Generator().manual_seed(2)
     start = time.perf_counter()
     state = model.init_state(model.encode(beams))
@@ -111,16 +139,18 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     names = args.systems.split(",")
     models = {name: make_model(SYSTEMS[name]) for name in names}
-    batch = make_batch()
+    plain = make_batch()
+    lattice = make_lattice_batch(plain) if any(name.startswith("lattice") for name in names) else plain
+    batches = {name: lattice if name.startswith("lattice") else plain for name in names}
     train: dict[str, list[float]] = {name: [] for name in names}
     decode: dict[str, list[float]] = {name: [] for name in names}
     for name in names:  # warm-up
-        time_training(*models[name], batch, 1)
-        time_decoding(models[name][0], batch)
+        time_training(*models[name], batches[name], 1)
+        time_decoding(models[name][0], batches[name])
     for round_index in range(args.rounds):
         for name in names:
-            train[name].append(time_training(*models[name], batch, args.steps))
-            decode[name].append(time_decoding(models[name][0], batch))
+            train[name].append(time_training(*models[name], batches[name], args.steps))
+            decode[name].append(time_decoding(models[name][0], batches[name]))
         print(f"round {round_index + 1}/{args.rounds} done", file=sys.stderr)
     base_train, base_decode = statistics.median(train[names[0]]), statistics.median(decode[names[0]])
     lines = [

@@ -29,6 +29,8 @@ from pathlib import Path
 
 import torch
 
+from ordo.textio import atomic_write
+
 V, D, H, F, L = 8000, 256, 4, 1024, 3
 B, S, T = 160, 25, 25
 STEPS, WARM = 8, 3
@@ -262,7 +264,8 @@ def report(results: dict, out: Path) -> None:
         ratio.append(f"{label} {value}".strip())
     summary = " ".join(ratio)
     text = "\n".join(lines) + "\n\n" + summary + "\n"
-    out.write_text(text, encoding="utf-8")
+    with atomic_write(out) as handle:
+        handle.write(text)
     print(text.rstrip())
 
 

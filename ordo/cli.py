@@ -106,7 +106,9 @@ def _add_analyze(sub: argparse._SubParsersAction) -> None:
     length = kinds.add_parser("length", parents=[common], help="BLEU by source-length group (paper 004, 5.4)")
     length.add_argument("--hyp", action="append", required=True, metavar="NAME=FILE", help="a system's output")
     length.add_argument("--groups", type=int, default=6, help="groups of about equal size")
-    length.add_argument("--bounds", help="explicit upper bounds of the groups in words, e.g. 10,20,30")
+    length.add_argument("--bounds", help="explicit upper bounds of the groups in --unit, e.g. 10,20,30")
+    length.add_argument("--unit", choices=("words", "chars"), default="words",
+                        help="count source words, or characters (unsegmented Chinese, Japanese)")
     attention = kinds.add_parser("attention", parents=[common],
                                  help="PNG of one sentence's attention matrix per run (paper 003, Figures 1, 4)")
     attention.add_argument("--run", action="append", required=True, metavar="NAME=RUN_DIR")
@@ -298,7 +300,8 @@ def run_analyze(args: argparse.Namespace) -> None:
     if args.analysis == "length":
         bounds = [int(b) for b in args.bounds.split(",")] if args.bounds else None
         systems = [(name, read_hyp_ref(path, args.ref)[0]) for name, path in _named(args.hyp, "--hyp")]
-        print(report.length_report(systems, sources, refs, out, args.tokenized_bleu, args.groups, bounds))
+        print(report.length_report(systems, sources, refs, out, args.tokenized_bleu, args.groups, bounds,
+                                   args.unit))
         return
     runs = _named(args.run, "--run")
     if args.analysis == "attention":

@@ -128,7 +128,7 @@ def main() -> None:
     if sweep:
         print(sweep)
     hyps = [(name, (out / f"{name}.hyp").read_text(encoding="utf-8").splitlines()) for name, _ in runs]
-    print(length_report(hyps, sources, refs, out, tokenized_bleu=tokenized))
+    print(length_report(hyps, sources, refs, out, tokenized_bleu=tokenized, unit=spec.get("length_unit", "words")))
     chosen = [r for r in runs if r[0] in args.robustness.split(",")]
     if chosen:
         fractions = [p / 100 for p in range(0, 101, 10)]

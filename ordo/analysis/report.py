@@ -41,17 +41,26 @@ def robustness_report(
     return write_tables(out / "robustness", ["system", *labels], rows)
 
 
+LENGTH_UNITS = ("words", "chars")
+
+
 def length_report(
     systems: Sequence[tuple[str, list[str]]], sources: list[str], refs: list[str], out: Path,
-    tokenized_bleu: bool = False, groups: int = 6, bounds: Sequence[int] | None = None,
+    tokenized_bleu: bool = False, groups: int = 6, bounds: Sequence[int] | None = None, unit: str = "words",
 ) -> str:
-    """``out/length.{md,tsv,png}``: BLEU of every system's output per source-length group (words)."""
-    lengths = [len(s.split()) for s in sources]
+    """``out/length.{md,tsv,png}``: BLEU of every system's output per source-length group (paper 004 §5.4).
+
+    ``unit`` counts the source in ``words`` (whitespace tokens) or ``chars`` (characters other than spaces:
+    the unit for unsegmented Chinese or Japanese).
+    """
+    if unit not in LENGTH_UNITS:
+        raise ValueError(f"length unit {unit!r}: expected one of {', '.join(LENGTH_UNITS)}")
+    lengths = [len(s.split()) if unit == "words" else len("".join(s.split())) for s in sources]
     groups_found = group_by_length(lengths, bounds if bounds is not None else quantile_bounds(lengths, groups))
     metric = bleu_metric(tokenized_bleu)
     scores = {name: score_groups(groups_found, hyps, refs, metric) for name, hyps in systems}
     labels = [g.label for g in groups_found]
-    line_plot(labels, scores, "source length (words)", "BLEU", out / "length.png", "BLEU by source length")
+    line_plot(labels, scores, f"source length ({unit})", "BLEU", out / "length.png", "BLEU by source length")
     rows: list[list[Cell]] = [["sentences", *[len(g.indices) for g in groups_found]]]
     rows += [[name, *values] for name, values in scores.items()]
     return write_tables(out / "length", ["system", *labels], rows)

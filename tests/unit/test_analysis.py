@@ -58,3 +58,16 @@ def test_tables_and_plot_are_written(tmp_path):
     assert (tmp_path / "t.tsv").read_text().splitlines() == ["system\tBLEU", "base\t30.123"]
     png = line_plot(["0%", "50%"], {"base": [30.0, 10.0], "new": [31.0, 12.0]}, "x", "BLEU", tmp_path / "p.png")
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_length_report_counts_characters_for_unsegmented_sources(tmp_path):
+    from ordo.analysis.report import length_report
+
+    sources = ["我们走", "你好吗朋友们今天", "a b", "谢谢"]  # chars without spaces: 3, 8, 2, 2; words: 1, 1, 2, 1
+    refs = ["we go now", "how are you friends today", "a b", "thanks a lot"]
+    length_report([("ref", refs)], sources, refs, tmp_path, bounds=[2, 5], unit="chars")
+    assert (tmp_path / "length.tsv").read_text().splitlines()[1] == "sentences\t2\t1\t1"
+    length_report([("ref", refs)], sources, refs, tmp_path, bounds=[1, 5], unit="words")
+    assert (tmp_path / "length.tsv").read_text().splitlines()[1] == "sentences\t3\t1"
+    with pytest.raises(ValueError, match="length unit 'bytes'"):
+        length_report([("ref", refs)], sources, refs, tmp_path, unit="bytes")
