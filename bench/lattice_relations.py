@@ -23,11 +23,13 @@ import random
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 import torch
 
+from ordo.batch import Batch
 from ordo.batching import collate
 from ordo.lattice.graph import FIELD_END, FIELD_START, Lattice, batch_spans, build_lattice
 from ordo.methods.lattice_attn import lattice_relations
@@ -64,7 +66,7 @@ def random_lattices(
     return lattices
 
 
-def span_batch(lattices: list[Lattice], with_spans: bool = True):  # type: ignore[no-untyped-def]
+def span_batch(lattices: list[Lattice], with_spans: bool = True) -> Batch:
     """Collate the lattices like the training loader does (the tokens are irrelevant here: all 5)."""
     rows = [np.full(len(lattice), 5, dtype=np.int32) for lattice in lattices]
     fields = {
@@ -95,7 +97,7 @@ def from_spans(lattices: list[Lattice]) -> torch.Tensor:
     return lattice_relations(*batch_spans(span_batch(lattices)))
 
 
-def median_ms(work, rounds: int) -> float:  # type: ignore[no-untyped-def]
+def median_ms(work: Callable[[], object], rounds: int) -> float:
     work()
     times = []
     for _ in range(rounds):

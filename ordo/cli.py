@@ -83,6 +83,8 @@ def _add_demo(sub: argparse._SubParsersAction) -> None:
 
 
 def _add_analyze(sub: argparse._SubParsersAction) -> None:
+    from ordo.analysis.groups import LENGTH_UNITS
+
     p = sub.add_parser("analyze", help="the papers' analyses: system tables, robustness, BLEU by length")
     kinds = p.add_subparsers(dest="analysis", required=True)
     common = argparse.ArgumentParser(add_help=False)
@@ -107,7 +109,7 @@ def _add_analyze(sub: argparse._SubParsersAction) -> None:
     length.add_argument("--hyp", action="append", required=True, metavar="NAME=FILE", help="a system's output")
     length.add_argument("--groups", type=int, default=6, help="groups of about equal size")
     length.add_argument("--bounds", help="explicit upper bounds of the groups in --unit, e.g. 10,20,30")
-    length.add_argument("--unit", choices=("words", "chars"), default="words",
+    length.add_argument("--unit", choices=LENGTH_UNITS, default="words",
                         help="count source words, or characters (unsegmented Chinese, Japanese)")
     attention = kinds.add_parser("attention", parents=[common],
                                  help="PNG of one sentence's attention matrix per run (paper 003, Figures 1, 4)")

@@ -3,10 +3,11 @@
 A suite is a folder of recipes/ with suite.yaml (corpus, languages, split names, metric, update budget),
 prepare.yaml, train.yaml and systems.yaml (name -> --set overrides over train.yaml, or name ->
 {prepare: FILE, set: [overrides]} for a system whose data comes from another prepare config of the suite,
-e.g. one segmentation or a lattice). This script prepares each prepare config's data once, trains each named system for the same number of updates from the same seed (an
-existing run is resumed, a finished one skipped), averages its last 4 checkpoints, then writes under
-WORK/reports/REPORT the systems table (BLEU, sign test against the first system, parameters, training and
-translation speed), BLEU by source length, and optionally the swapped-word robustness curves.
+e.g. one segmentation or a lattice). This script prepares each prepare config's data once, trains each
+named system for the same number of updates from the same seed (an existing run is resumed, a finished one
+skipped), averages its last 4 checkpoints, then writes under WORK/reports/REPORT the systems table (BLEU,
+sign test against the first system, parameters, training and translation speed), BLEU by source length,
+and optionally the swapped-word robustness curves.
 
 usage: python recipes/compare.py --suite enja_compare --report NAME [--data-dir DIR] [--work DIR]
            [--steps N] [--set KEY=VALUE ...] [--robustness SYS,SYS] SYSTEM [SYSTEM ...]

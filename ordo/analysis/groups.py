@@ -9,6 +9,20 @@ from dataclasses import dataclass
 
 import numpy as np
 
+LENGTH_UNITS = ("words", "chars")  # how a source's length is counted
+
+
+def source_lengths(sources: Sequence[str], unit: str = "words") -> list[int]:
+    """The length of every source in ``words`` (whitespace tokens) or ``chars`` (characters other than
+    whitespace: the unit for unsegmented Chinese or Japanese).
+
+    Raises:
+        ValueError: for another unit.
+    """
+    if unit not in LENGTH_UNITS:
+        raise ValueError(f"length unit {unit!r}: expected one of {', '.join(LENGTH_UNITS)}")
+    return [len(s.split()) if unit == "words" else len("".join(s.split())) for s in sources]
+
 
 @dataclass
 class LengthGroup:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from ordo.analysis.groups import group_by_length, quantile_bounds, score_groups
+from ordo.analysis.groups import group_by_length, quantile_bounds, score_groups, source_lengths
 from ordo.analysis.plots import line_plot
 from ordo.analysis.systems import SYSTEM_HEADERS, bleu_metric, compare_systems, robustness_curve
 from ordo.analysis.tables import Cell, markdown_table, write_tables
@@ -41,21 +41,13 @@ def robustness_report(
     return write_tables(out / "robustness", ["system", *labels], rows)
 
 
-LENGTH_UNITS = ("words", "chars")
-
-
 def length_report(
     systems: Sequence[tuple[str, list[str]]], sources: list[str], refs: list[str], out: Path,
     tokenized_bleu: bool = False, groups: int = 6, bounds: Sequence[int] | None = None, unit: str = "words",
 ) -> str:
-    """``out/length.{md,tsv,png}``: BLEU of every system's output per source-length group (paper 004 §5.4).
-
-    ``unit`` counts the source in ``words`` (whitespace tokens) or ``chars`` (characters other than spaces:
-    the unit for unsegmented Chinese or Japanese).
-    """
-    if unit not in LENGTH_UNITS:
-        raise ValueError(f"length unit {unit!r}: expected one of {', '.join(LENGTH_UNITS)}")
-    lengths = [len(s.split()) if unit == "words" else len("".join(s.split())) for s in sources]
+    """``out/length.{md,tsv,png}``: BLEU of every system's output per source-length group (paper 004 §5.4),
+    the source counted in ``unit`` (:func:`ordo.analysis.groups.source_lengths`)."""
+    lengths = source_lengths(sources, unit)
     groups_found = group_by_length(lengths, bounds if bounds is not None else quantile_bounds(lengths, groups))
     metric = bleu_metric(tokenized_bleu)
     scores = {name: score_groups(groups_found, hyps, refs, metric) for name, hyps in systems}
