@@ -6,7 +6,8 @@ batches of 160 sentence pairs of 25 random tokens; 2 threads. Figures:
 
 - training target tokens/s (8 timed steps after 3 warm-up steps; forward, loss, backward, Adam), and the FLOP/s
   it achieves against the machine's fp32 matmul peak (2048² GEMMs);
-- greedy and beam-5 translation of 32 sentences with exactly 30 output tokens each, sentences/s;
+- greedy and beam-5 translation of 32 sentences with exactly 30 output tokens each, sentences/s, for ordo in
+  float32 and with dynamic int8 projections (``ordo translate --int8``);
 - peak resident memory of the process that did the work.
 
 Peers: Hugging Face transformers ``MarianMTModel`` (train, ``generate``) and CTranslate2 (translate), the
@@ -14,6 +15,7 @@ latter running ordo's own weights through ``ordo export --format ctranslate2`` (
 Every measurement runs in its own process (clean peak memory); they run one after the other.
 
 usage: python bench/peers.py [--out bench/peers.md]     the last line printed reads ``train xA beam5 xB xC``
+(B and C from ordo's fastest beam-5 path, int8, as the speed issue allows; the line before gives float32's)
 """
 
 from __future__ import annotations
@@ -105,11 +107,14 @@ def ordo_train() -> dict:
             "params": sum(p.numel() for p in model.parameters())}
 
 
-def ordo_decode(beam: int) -> dict:
+def ordo_decode(beam: int, int8: bool = False) -> dict:
     from ordo.batch import Batch
+    from ordo.decoding.quantize import quantize_int8
     from ordo.decoding.search import beam_search, greedy_search
 
     model = ordo_model().eval()
+    if int8:
+        model = quantize_int8(model)
     src = random_batch()[0][:DEC_B]
     batch = Batch(src, torch.full((DEC_B,), S), torch.arange(DEC_B))
     limits = {"max_len_a": 0.0, "max_len_b": DEC_LEN - 1, "min_len": DEC_LEN - 1}  # 29 tokens + EOS: 30 steps
@@ -196,6 +201,8 @@ MEASUREMENTS = {
     "ordo-train": ordo_train,
     "ordo-greedy": lambda: ordo_decode(1),
     "ordo-beam5": lambda: ordo_decode(BEAM),
+    "ordo-greedy-int8": lambda: ordo_decode(1, int8=True),
+    "ordo-beam5-int8": lambda: ordo_decode(BEAM, int8=True),
     "marian-train": marian_train,
     "marian-greedy": lambda: marian_decode(1),
     "marian-beam5": lambda: marian_decode(BEAM),
@@ -233,15 +240,32 @@ def _figure(results: dict, name: str, key: str) -> float | None:
     return results.get(name, {}).get(key)
 
 
+def _ratio(results: dict, ours: str, theirs: str, key: str) -> str:
+    """``xR`` with R = ours / theirs, or n/a when either is missing."""
+    a, b = _figure(results, ours, key), _figure(results, theirs, key)
+    return "n/a" if a is None or b is None else f"x{a / b:.2f}"
+
+
+def _ratios(results: dict, ordo_beam: str) -> list[str]:
+    """``train xA``, ``beam5 xB`` (ordo over MarianMTModel) and ``xC`` (``ordo_beam`` over CTranslate2 fp32)."""
+    return [f"train {_ratio(results, 'ordo-train', 'marian-train', 'tok_per_s')}",
+            f"beam5 {_ratio(results, ordo_beam, 'marian-beam5', 'sent_per_s')}",
+            _ratio(results, ordo_beam, "ct2-beam5-fp32", "sent_per_s")]
+
+
 def report(results: dict, out: Path) -> None:
     lines = [f"command: `python bench/peers.py` (torch {torch.__version__}, {THREADS} threads)", "",
              "| system | train tgt tok/s | greedy sent/s | beam-5 sent/s | peak RSS MB (train / beam-5) |",
              "|---|---:|---:|---:|---:|"]
-    for system, prefix in (("ordo", "ordo"), ("transformers MarianMTModel", "marian"), ("CTranslate2 fp32", "ct2")):
-        train = _figure(results, f"{prefix}-train", "tok_per_s")
-        greedy = _figure(results, f"{prefix}-greedy" + ("-fp32" if prefix == "ct2" else ""), "sent_per_s")
-        beam = _figure(results, f"{prefix}-beam5" + ("-fp32" if prefix == "ct2" else ""), "sent_per_s")
-        memory = [_figure(results, f"{prefix}-{k}", "peak_rss_mb") for k in ("train", "beam5" + ("-fp32" if prefix == "ct2" else ""))]
+    rows = (("ordo", "ordo", ""), ("ordo int8", "ordo", "-int8"), ("transformers MarianMTModel", "marian", ""),
+            ("CTranslate2 fp32", "ct2", "-fp32"))
+    for system, prefix, suffix in rows:
+        trains = suffix != "-int8"  # the int8 path is for translation only
+        train = _figure(results, f"{prefix}-train", "tok_per_s") if trains else None
+        greedy = _figure(results, f"{prefix}-greedy{suffix}", "sent_per_s")
+        beam = _figure(results, f"{prefix}-beam5{suffix}", "sent_per_s")
+        memory = [_figure(results, f"{prefix}-train", "peak_rss_mb") if trains else None,
+                  _figure(results, f"{prefix}-beam5{suffix}", "peak_rss_mb")]
         cells = ["-" if v is None else f"{v:.1f}" for v in (train, greedy, beam)]
         lines.append(f"| {system} | {cells[0]} | {cells[1]} | {cells[2]} | "
                      f"{' / '.join('-' if m is None else f'{m:.0f}' for m in memory)} |")
@@ -255,14 +279,10 @@ def report(results: dict, out: Path) -> None:
     errors = [f"- {name}: {r['error']}" for name, r in results.items() if "error" in r]
     if errors:
         lines += ["", "failed:", *errors]
-    ratio = []
-    for label, ours, theirs in (("train", "ordo-train", "marian-train"), ("beam5", "ordo-beam5", "marian-beam5"),
-                                ("", "ordo-beam5", "ct2-beam5-fp32")):
-        key = "tok_per_s" if "train" in ours else "sent_per_s"
-        a, b = _figure(results, ours, key), _figure(results, theirs, key)
-        value = "n/a" if a is None or b is None else f"x{a / b:.2f}"
-        ratio.append(f"{label} {value}".strip())
-    summary = " ".join(ratio)
+    fp32 = _ratios(results, "ordo-beam5")
+    int8_ct2 = _ratio(results, "ordo-beam5-int8", "ct2-beam5-int8", "sent_per_s")
+    summary = (f"float32 ordo: {fp32[1]} {fp32[2]}; int8 ordo over CTranslate2 int8: {int8_ct2}\n"
+               + " ".join(_ratios(results, "ordo-beam5-int8")))
     text = "\n".join(lines) + "\n\n" + summary + "\n"
     with atomic_write(out) as handle:
         handle.write(text)

@@ -227,8 +227,12 @@ def _lattice_inputs(
     return rows, fields
 
 
-def load_run(run_dir: str | Path, checkpoint: str = "best", device: str = "auto") -> LoadedRun:
-    """Load a trained run for translation (weights only; no optimizer state is needed)."""
+def load_run(run_dir: str | Path, checkpoint: str = "best", device: str = "auto", int8: bool = False) -> LoadedRun:
+    """Load a trained run for translation (weights only; no optimizer state is needed).
+
+    With ``int8`` the model's projections are dynamically quantized to int8 for CPU translation
+    (:func:`ordo.decoding.quantize.quantize_int8`); ``device`` must then resolve to the CPU.
+    """
     from ordo.training.distributed import resolve_device
 
     run_dir = Path(run_dir)
@@ -247,8 +251,13 @@ def load_run(run_dir: str | Path, checkpoint: str = "best", device: str = "auto"
         model.load_state_dict(state["model"])
     except RuntimeError as err:
         raise CheckpointError(f"{run_dir}: checkpoint does not match the run's model ({err})") from None
-    target = resolve_device(device)
-    return LoadedRun(model.to(target).eval(), cfg, src_vocab, tgt_vocab, target, lattice)
+    target = resolve_device("cpu" if int8 and device == "auto" else device)
+    model = model.to(target).eval()
+    if int8:
+        from ordo.decoding.quantize import quantize_int8
+
+        model = quantize_int8(model)
+    return LoadedRun(model, cfg, src_vocab, tgt_vocab, target, lattice)
 
 
 def average(run_dir: str | Path, last: int = 5, output: str | Path | None = None) -> Path:

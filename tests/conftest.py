@@ -55,6 +55,20 @@ def train_tiny(small_data, tmp_path):
 
 
 @pytest.fixture(scope="session")
+def trained_run(small_data, tmp_path_factory) -> Path:
+    """A tiny baseline trained on ``small_data`` long enough to translate it well (its "last" checkpoint)."""
+    from ordo import api
+    from ordo.config import load_config
+
+    run = tmp_path_factory.mktemp("trained") / "run"
+    cfg = load_config(None, [f"data={small_data}", "model.preset=tiny", "model.d_model=64", "train.max_tokens=800",
+                             "train.warmup_steps=30", "train.lr=3e-3", "train.max_steps=200", "train.valid_every=200",
+                             "train.progress=false", "train.valid_bleu=false", "train.threads=2"])
+    api.train(cfg, run)
+    return run
+
+
+@pytest.fixture(scope="session")
 def aligned_data(tmp_path_factory) -> Path:
     """``small_data``'s corpus prepared with eflomal alignments and the ``reorder_positions`` field."""
     root = tmp_path_factory.mktemp("aligned")

@@ -103,7 +103,8 @@ class CrossAttention(nn.Module):
             k, v = cache["src_k"], cache["src_v"]
         else:
             k, v = (split_heads(t, self.heads) for t in self.kv(memory).chunk(2, dim=-1))  # (B, H, S, Dh)
-            if cache is not None:
+            if cache is not None:  # contiguous: attention over them runs faster at every later step
+                k, v = k.contiguous(), v.contiguous()
                 cache["src_k"], cache["src_v"] = k, v
         out = F.scaled_dot_product_attention(
             q, k, v, attn_mask=attn_mask, dropout_p=self.dropout if self.training else 0.0

@@ -9,18 +9,6 @@ from ordo.textio import read_lines
 ctranslate2 = pytest.importorskip("ctranslate2")
 
 
-@pytest.fixture(scope="module")
-def trained(small_data, tmp_path_factory):
-    from ordo.config import load_config
-
-    run = tmp_path_factory.mktemp("export") / "run"
-    cfg = load_config(None, [f"data={small_data}", "model.preset=tiny", "model.d_model=64", "train.max_tokens=800",
-                             "train.warmup_steps=30", "train.lr=3e-3", "train.max_steps=200", "train.valid_every=200",
-                             "train.progress=false", "train.valid_bleu=false", "train.threads=2"])
-    api.train(cfg, run)
-    return run
-
-
 def ordo_and_ct2(run, out, sources, beam):
     loaded = api.load_run(run, "last", "cpu")
     ours = loaded.translate_hypotheses(sources, beam_size=beam, max_len_a=0.0, max_len_b=100, length_penalty=1.0)
@@ -30,14 +18,14 @@ def ordo_and_ct2(run, out, sources, beam):
     return [loaded.tgt_vocab.pieces(h[0].tokens) for h in ours], [r.hypotheses[0] for r in theirs]
 
 
-def test_ctranslate2_gives_the_same_translations(trained, small_data, tmp_path):
+def test_ctranslate2_gives_the_same_translations(trained_run, small_data, tmp_path):
     out = tmp_path / "ct2"
-    assert main(["export", "--model", str(trained), "--format", "ctranslate2", "--out", str(out),
+    assert main(["export", "--model", str(trained_run), "--format", "ctranslate2", "--out", str(out),
                  "--checkpoint", "last"]) == 0
     assert (out / "model.bin").exists()
     sources = read_lines(small_data / "test.src.txt")
     for beam in (1, 4):
-        ours, theirs = ordo_and_ct2(trained, out, sources, beam)
+        ours, theirs = ordo_and_ct2(trained_run, out, sources, beam)
         same = sum(a == b for a, b in zip(ours, theirs))
         assert same >= len(sources) - 2, (beam, same, len(sources))
 
