@@ -241,7 +241,9 @@ def _top_candidates(scores: torch.Tensor, lprobs: torch.Tensor, beam_size: int) 
     """The ``2 * beam_size`` best one-token expansions of each sentence's beam.
 
     Twice the beam size guarantees ``beam_size`` non-EOS candidates, since each row contributes at
-    most one EOS.
+    most one EOS. A hypothesis's expansions rank as its tokens' log-probabilities do, so the best
+    ``2 * beam_size`` of a sentence lie among the best ``2 * beam_size`` tokens of each of its rows: only
+    those are added to the hypothesis scores and compared, not all K * V.
 
     Args:
         scores: (A*K,) cumulative log-probabilities of the live hypotheses.
@@ -251,13 +253,15 @@ def _top_candidates(scores: torch.Tensor, lprobs: torch.Tensor, beam_size: int) 
     Returns:
         The candidates, best first.
     """
-    vocab_size = lprobs.size(1)
     num_active = scores.numel() // beam_size
-    total = (scores.unsqueeze(1) + lprobs).view(num_active, beam_size * vocab_size)  # (A, K*V)
-    cand_scores, flat = total.topk(min(2 * beam_size, total.size(1)), dim=1)  # (A, C), (A, C)
+    row_lprobs, row_tokens = lprobs.topk(min(2 * beam_size, lprobs.size(1)), dim=1)  # (A*K, C) each
+    per_row = row_lprobs.size(1)
+    total = (scores.unsqueeze(1) + row_lprobs).view(num_active, beam_size * per_row)  # (A, K*C)
+    cand_scores, flat = total.topk(min(2 * beam_size, total.size(1)), dim=1)  # (A, 2K), (A, 2K)
     first_row = torch.arange(num_active, device=scores.device).unsqueeze(1) * beam_size  # (A, 1)
-    rows = first_row + flat.div(vocab_size, rounding_mode="floor")  # (A, C)
-    return _Candidates(scores=cand_scores, rows=rows, tokens=flat.remainder(vocab_size))
+    rows = first_row + flat.div(per_row, rounding_mode="floor")  # (A, 2K)
+    tokens = row_tokens.view(num_active, beam_size * per_row).gather(1, flat)  # (A, 2K)
+    return _Candidates(scores=cand_scores, rows=rows, tokens=tokens)
 
 
 def _collect_finished(
