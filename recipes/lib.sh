@@ -68,3 +68,16 @@ recipe_score() {
     done
   done
 }
+
+iwslt17_zhen_split() {  # IWSLT17 Zh-En dev/test sets dir, output dir: the talk-disjoint split, gzipped
+  # train dev2010 + tst2010-2014 without the last 300 pairs of tst2014 (the dev set), test tst2015-2017
+  local iwslt17=$1 corpus=$2 side split
+  mkdir -p "$corpus"
+  for side in zh en; do
+    zcat "$iwslt17"/{dev2010,tst2010,tst2011,tst2012,tst2013}."$side".gz > "$corpus/train.$side"
+    zcat "$iwslt17/tst2014.$side.gz" | head -n -300 >> "$corpus/train.$side"
+    zcat "$iwslt17/tst2014.$side.gz" | tail -n 300 > "$corpus/valid.$side"
+    zcat "$iwslt17"/{tst2015,tst2016,tst2017}."$side".gz > "$corpus/test.$side"
+    for split in train valid test; do gzip -f "$corpus/$split.$side"; done
+  done
+}

@@ -36,6 +36,19 @@ def line_plot(
     return Path(path)
 
 
+CJK_FONTS = ("Noto Sans CJK JP", "Noto Sans CJK SC", "Source Han Sans", "IPAexGothic", "IPAGothic",
+             "WenQuanYi Zen Hei", "Microsoft YaHei", "MS Gothic")  # fallbacks for Chinese/Japanese labels
+
+
+def label_fonts() -> list[str]:
+    """DejaVu Sans, then the installed CJK fonts of :data:`CJK_FONTS` as per-glyph fallbacks (Chinese and
+    Japanese tokens come out as boxes on a machine that has none of them)."""
+    from matplotlib import font_manager
+
+    installed = {font.name for font in font_manager.fontManager.ttflist}
+    return ["DejaVu Sans", *(name for name in CJK_FONTS if name in installed)]
+
+
 def heatmap(
     matrix: Sequence[Sequence[float]], row_labels: Sequence[str], column_labels: Sequence[str], path: str | Path,
     title: str = "",
@@ -47,17 +60,18 @@ def heatmap(
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    width = max(4.0, 0.35 * len(column_labels) + 1.5)
-    height = max(3.0, 0.35 * len(row_labels) + 1.5)
-    figure, axes = plt.subplots(figsize=(width, height))
-    axes.imshow(matrix, cmap="Greys", vmin=0.0, vmax=1.0, aspect="auto")
-    axes.set_xticks(range(len(column_labels)), list(column_labels), rotation=90)
-    axes.set_yticks(range(len(row_labels)), list(row_labels))
-    axes.xaxis.tick_top()
-    if title:
-        axes.set_title(title, pad=40)
-    figure.tight_layout()
-    with atomic_write(path, "wb") as handle:
-        figure.savefig(handle, format="png", dpi=120)
+    with plt.rc_context({"font.family": label_fonts()}):
+        width = max(4.0, 0.35 * len(column_labels) + 1.5)
+        height = max(3.0, 0.35 * len(row_labels) + 1.5)
+        figure, axes = plt.subplots(figsize=(width, height))
+        axes.imshow(matrix, cmap="Greys", vmin=0.0, vmax=1.0, aspect="auto")
+        axes.set_xticks(range(len(column_labels)), list(column_labels), rotation=90)
+        axes.set_yticks(range(len(row_labels)), list(row_labels))
+        axes.xaxis.tick_top()
+        if title:
+            axes.set_title(title, pad=40)
+        figure.tight_layout()
+        with atomic_write(path, "wb") as handle:
+            figure.savefig(handle, format="png", dpi=120)
     plt.close(figure)
     return Path(path)

@@ -25,13 +25,6 @@ recipe_setup
 # Zh->En: the shared data has the IWSLT17 dev and test sets only; train on dev2010 + tst2010-2014 without
 # the last 300 pairs of tst2014 (the dev set), test on tst2015-2017.
 corpus="$root/work/iwslt17_zhen_corpus"
-mkdir -p "$corpus"
-for side in zh en; do
-  zcat "$iwslt17"/{dev2010,tst2010,tst2011,tst2012,tst2013}."$side".gz > "$corpus/train.$side"
-  zcat "$iwslt17/tst2014.$side.gz" | head -n -300 >> "$corpus/train.$side"
-  zcat "$iwslt17/tst2014.$side.gz" | tail -n 300 > "$corpus/valid.$side"
-  zcat "$iwslt17"/{tst2015,tst2016,tst2017}."$side".gz > "$corpus/test.$side"
-  for split in train valid test; do gzip -f "$corpus/$split.$side"; done
-done
+iwslt17_zhen_split "$iwslt17" "$corpus"
 "$py" "$here/../compare.py" --suite zhen_lattice --data-dir "$corpus" --report lattice \
   onebest_jieba onebest_thulac onebest_chars lattice lattice_lpe lattice_lsa lattice_lpe_lsa "${args[@]}"

@@ -71,3 +71,17 @@ def test_length_report_counts_characters_for_unsegmented_sources(tmp_path):
     assert (tmp_path / "length.tsv").read_text().splitlines()[1] == "sentences\t3\t1"
     with pytest.raises(ValueError, match="length unit 'bytes'"):
         length_report([("ref", refs)], sources, refs, tmp_path, unit="bytes")
+
+
+def test_label_fonts_add_only_installed_cjk_fallbacks(monkeypatch):
+    from types import SimpleNamespace
+
+    from matplotlib import font_manager
+
+    from ordo.analysis.plots import label_fonts
+
+    fonts = [SimpleNamespace(name=n) for n in ("DejaVu Sans", "IPAexGothic", "Some Latin Font")]
+    monkeypatch.setattr(font_manager.fontManager, "ttflist", fonts)
+    assert label_fonts() == ["DejaVu Sans", "IPAexGothic"]
+    monkeypatch.setattr(font_manager.fontManager, "ttflist", fonts[:1])
+    assert label_fonts() == ["DejaVu Sans"]
