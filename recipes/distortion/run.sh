@@ -40,8 +40,13 @@ alignment_quality() {  # work dir of a suite, gold dir, source and target langua
       "$ordo" evaluate-alignment --hyp "$out/aer.$system" --gold "$gold/test.talp"
     done
   } | tee "$out/aer.md"
-  "$ordo" analyze attention --src "$gold/test.$s" --ref "$gold/test.$t" --line 2 --out "$out" --checkpoint averaged \
-    --run "rnnsearch=$work/runs/rnnsearch" --run "h_distortion=$work/runs/rnn_h_distortion"
+  local plot
+  for plot in "$gold/test.$s $gold/test.$t 2 $out/gold" "$work/data/test.src.txt $work/data/test.tgt.txt 3 $out/test"; do
+    set -- $plot  # one gold-set sentence, and one of the model's own (in-domain) test set
+    mkdir -p "$4"
+    "$ordo" analyze attention --src "$1" --ref "$2" --line "$3" --out "$4" --checkpoint averaged \
+      --run "rnnsearch=$work/runs/rnnsearch" --run "h_distortion=$work/runs/rnn_h_distortion"
+  done
 }
 
 "$py" "$here/../compare.py" --suite enja_compare --report distortion \
