@@ -12,9 +12,10 @@ batches of 160 sentence pairs of 25 random tokens; 2 threads. Figures:
 
 Peers: Hugging Face transformers ``MarianMTModel`` (train, ``generate``) and CTranslate2 (translate), the
 latter running ordo's own weights through ``ordo export --format ctranslate2`` (their outputs are compared).
-Every measurement runs in its own process (clean peak memory); they run one after the other.
+Every measurement runs in its own process (clean peak memory); they run one after the other, in ``--rounds``
+rounds (default 3), and the report keeps each figure's median.
 
-usage: python bench/peers.py [--out bench/peers.md]     the last line printed reads ``train xA beam5 xB xC``
+usage: python bench/peers.py [--rounds 3] [--out bench/peers.md]     the last line printed reads ``train xA beam5 xB xC``
 (B and C from ordo's fastest beam-5 path, int8, as the speed issue allows; the line before gives float32's)
 """
 
@@ -23,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import resource
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -223,17 +225,35 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--one", choices=list(MEASUREMENTS), help=argparse.SUPPRESS)
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "peers.md")
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="run every measurement this many times, in turn, and keep the medians (drift on a shared "
+                             "host then hits ordo and the peers alike)")
     args = parser.parse_args()
     if args.one:
         run_one(args.one)
         return
-    results = {}
-    for name in MEASUREMENTS:
-        done = subprocess.run([sys.executable, __file__, "--one", name], capture_output=True, text=True, check=False)
-        results[name] = json.loads(done.stdout.strip().splitlines()[-1]) if done.returncode == 0 else {
-            "error": done.stderr.strip().splitlines()[-1] if done.stderr.strip() else f"exit {done.returncode}"}
-        print(name, results[name], file=sys.stderr)
-    report(results, args.out)
+    rounds: dict[str, list[dict]] = {name: [] for name in MEASUREMENTS}
+    for round_index in range(args.rounds):
+        for name in MEASUREMENTS:
+            rounds[name].append(measure_in_subprocess(name))
+            print(f"round {round_index + 1}", name, rounds[name][-1], file=sys.stderr)
+    report({name: median_result(runs) for name, runs in rounds.items()}, args.out, args.rounds)
+
+
+def measure_in_subprocess(name: str) -> dict:
+    """One measurement in a fresh process (clean peak memory): its figures, or ``{"error": ...}``."""
+    done = subprocess.run([sys.executable, __file__, "--one", name], capture_output=True, text=True, check=False)
+    if done.returncode == 0:
+        return json.loads(done.stdout.strip().splitlines()[-1])
+    return {"error": done.stderr.strip().splitlines()[-1] if done.stderr.strip() else f"exit {done.returncode}"}
+
+
+def median_result(runs: list[dict]) -> dict:
+    """Median of each figure over the rounds that succeeded; the first error if none did."""
+    good = [run for run in runs if "error" not in run]
+    if not good:
+        return runs[0]
+    return {key: statistics.median(run[key] for run in good) for key in good[0]}
 
 
 def _figure(results: dict, name: str, key: str) -> float | None:
@@ -253,8 +273,9 @@ def _ratios(results: dict, ordo_beam: str) -> list[str]:
             _ratio(results, ordo_beam, "ct2-beam5-fp32", "sent_per_s")]
 
 
-def report(results: dict, out: Path) -> None:
-    lines = [f"command: `python bench/peers.py` (torch {torch.__version__}, {THREADS} threads)", "",
+def report(results: dict, out: Path, rounds: int) -> None:
+    setting = f"torch {torch.__version__}, {THREADS} threads; medians of {rounds} rounds"
+    lines = [f"command: `python bench/peers.py --rounds {rounds}` ({setting})", "",
              "| system | train tgt tok/s | greedy sent/s | beam-5 sent/s | peak RSS MB (train / beam-5) |",
              "|---|---:|---:|---:|---:|"]
     rows = (("ordo", "ordo", ""), ("ordo int8", "ordo", "-int8"), ("transformers MarianMTModel", "marian", ""),
