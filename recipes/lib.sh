@@ -69,6 +69,17 @@ recipe_score() {
   done
 }
 
+iwslt17_args() {  # sets iwslt17 (--iwslt17 DIR: the IWSLT17 Zh-En dev/test sets) and args (the other arguments)
+  iwslt17="$root/../shared/data/iwslt17-zh-en"
+  args=()
+  while [ $# -gt 0 ]; do
+    case "$1" in
+      --iwslt17) iwslt17="$2"; shift 2 ;;
+      *) args+=("$1"); shift ;;
+    esac
+  done
+}
+
 iwslt17_zhen_split() {  # IWSLT17 Zh-En dev/test sets dir, output dir: the talk-disjoint split, gzipped
   # train dev2010 + tst2010-2014 without the last 300 pairs of tst2014 (the dev set), test tst2015-2017
   local iwslt17=$1 corpus=$2 side split

@@ -11,14 +11,7 @@
 here="$(cd "$(dirname "$0")" && pwd)"
 source "$here/../lib.sh"
 data="$root/../shared/data"
-iwslt17="$data/iwslt17-zh-en"
-args=()
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --iwslt17) iwslt17="$2"; shift 2 ;;
-    *) args+=("$1"); shift ;;
-  esac
-done
+iwslt17_args "$@"
 recipe_setup
 "$py" -c "import jieba" 2>/dev/null || "$root/.venv/bin/pip" install -q "jieba>=0.42"
 

@@ -10,14 +10,7 @@
 #        dev/test sets, default ../shared/data/iwslt17-zh-en)
 here="$(cd "$(dirname "$0")" && pwd)"
 source "$here/../lib.sh"
-iwslt17="$root/../shared/data/iwslt17-zh-en"
-args=()
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --iwslt17) iwslt17="$2"; shift 2 ;;
-    *) args+=("$1"); shift ;;
-  esac
-done
+iwslt17_args "$@"
 recipe_setup
 "$py" "$here/../compare.py" --suite m30k_lattice --report lattice \
   onebest_spm2k onebest_spm4k onebest_spm8k lattice lattice_lpe lattice_lsa lattice_lpe_lsa "${args[@]}"
