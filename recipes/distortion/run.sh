@@ -33,13 +33,15 @@ alignment_quality() {  # work dir of a suite, gold dir, source and target langua
       "$ordo" evaluate-alignment --hyp "$out/aer.$system" --gold "$gold/test.talp"
     done
   } | tee "$out/aer.md"
-  local plot
-  for plot in "$gold/test.$s $gold/test.$t 2 $out/gold" "$work/data/test.src.txt $work/data/test.tgt.txt 3 $out/test"; do
-    set -- $plot  # one gold-set sentence, and one of the model's own (in-domain) test set
-    mkdir -p "$4"
-    "$ordo" analyze attention --src "$1" --ref "$2" --line "$3" --out "$4" --checkpoint averaged \
-      --run "rnnsearch=$work/runs/rnnsearch" --run "h_distortion=$work/runs/rnn_h_distortion"
-  done
+  # one gold-set sentence, and one of the model's own (in-domain) test set
+  attention_plots "$work" "$gold/test.$s" "$gold/test.$t" 2 "$out/gold"
+  attention_plots "$work" "$work/data/test.src.txt" "$work/data/test.tgt.txt" 3 "$out/test"
+}
+
+attention_plots() {  # work dir of a suite, source file, reference file, line, output dir
+  mkdir -p "$5"
+  "$ordo" analyze attention --src "$2" --ref "$3" --line "$4" --out "$5" --checkpoint averaged \
+    --run "rnnsearch=$1/runs/rnnsearch" --run "h_distortion=$1/runs/rnn_h_distortion"
 }
 
 "$py" "$here/../compare.py" --suite enja_compare --report distortion \
