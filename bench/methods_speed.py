@@ -32,7 +32,7 @@ from ordo.batching import collate
 from ordo.build import build_model, count_parameters
 from ordo.config import load_config
 from ordo.lattice.graph import FIELD_END, FIELD_START
-from ordo.losses import label_smoothed_nll
+from ordo.losses import output_nll
 from ordo.textio import atomic_write
 
 SYSTEMS = {
@@ -99,7 +99,7 @@ def time_training(model: torch.nn.Module, losses: list, batch: Batch, steps: int
     start = time.perf_counter()
     for _ in range(steps):
         output = model(batch)
-        loss = label_smoothed_nll(output.logits, batch.tgt_out, 0.1)[0] / batch.num_tgt_tokens
+        loss = output_nll(output.hidden, output.project, batch.tgt_out, 0.1)[0] / batch.num_tgt_tokens
         for aux in losses:
             loss = loss + aux.weight * aux.compute(output, batch)
         loss.backward()

@@ -89,7 +89,7 @@ def ordo_model():  # type: ignore[no-untyped-def]
 def ordo_train() -> dict:
     from ordo.batch import Batch
     from ordo.config import TrainConfig
-    from ordo.losses import label_smoothed_nll
+    from ordo.losses import output_nll
     from ordo.training.optim import build_optimizer
 
     model = ordo_model().train()
@@ -100,7 +100,8 @@ def ordo_train() -> dict:
 
     def step() -> None:
         optimizer.zero_grad(set_to_none=True)
-        loss = label_smoothed_nll(model(batch).logits, batch.tgt_out, 0.1)[0] / (B * T)
+        output = model(batch)
+        loss = output_nll(output.hidden, output.project, batch.tgt_out, 0.1)[0] / (B * T)
         loss.backward()
         optimizer.step()
 

@@ -10,77 +10,119 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
+import torch.nn.functional as F
+from torch import nn
 
 from ordo.batch import PAD_ID, Batch
 from ordo.models.outputs import Seq2SeqOutput
 
+CHUNK_ELEMENTS = 1 << 22  # logits per chunk (16 MB in float32): a chunk has 2**22 // V rows
 
-def label_smoothed_nll(
-    logits: torch.Tensor, targets: torch.Tensor, epsilon: float, ignore_index: int = PAD_ID
+
+def output_nll(
+    hidden: torch.Tensor, project: nn.Module, targets: torch.Tensor, epsilon: float, ignore_index: int = PAD_ID,
+    chunk_rows: int | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Summed label-smoothed cross-entropy (Szegedy et al. 2016) and summed NLL over non-pad targets.
+    """Summed label-smoothed cross-entropy (Szegedy et al. 2016) of the output layer, and summed NLL, over the
+    non-pad targets, without the (N, V) logits in memory.
 
-    loss = (1 - ε) · NLL(y) + ε · mean_v(-log p_v), the form fairseq uses. With lse = log Σ_v exp(z_v),
-    NLL(y) = lse - z_y and mean_v(-log p_v) = lse - mean_v z_v, so the forward pass needs no (N, V)
-    log-probabilities, and the gradient is written in one pass (:class:`_LabelSmoothedNLL`).
+    With logits z = h W^T (+ b) from ``project`` (its ``weight`` and optional ``bias``) and lse = log Σ_v exp(z_v):
+    loss = (1 - ε) · NLL(y) + ε · mean_v(-log p_v) (fairseq's form), NLL(y) = lse - z_y, mean_v(-log p_v) =
+    lse - mean_v z_v. Rows whose target is ``ignore_index`` are dropped before the projection; the others go
+    through in chunks of ``chunk_rows`` (default CHUNK_ELEMENTS // V), and each chunk's gradient
+    d loss / d z = p - (1 - ε) · onehot(y) - ε / V is pushed through the projection at once, so only one chunk
+    of logits ever exists. Under autocast the matmuls run in the autocast dtype and the softmax in float32.
 
     Shape:
-        logits: (N, V) or (B, T, V); targets: matching (N,) or (B, T).
+        hidden: (..., D); targets: the matching (...).
 
     Returns:
-        (loss_sum, nll_sum), both scalars in float32.
+        (loss_sum, nll_sum), float32 scalars; only loss_sum is differentiable (nll_sum is for logging).
     """
-    flat_logits = logits.float().reshape(-1, logits.size(-1))  # (N, V)
-    return _LabelSmoothedNLL.apply(flat_logits, targets.reshape(-1), epsilon, ignore_index)  # type: ignore[no-any-return]
+    flat_targets = targets.reshape(-1)
+    keep = flat_targets.ne(ignore_index)
+    rows = hidden.reshape(-1, hidden.size(-1))[keep]  # (N, D)
+    weight: torch.Tensor = project.weight  # type: ignore[assignment]
+    bias: torch.Tensor | None = getattr(project, "bias", None)
+    with_grad = torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in (rows, weight, bias))
+    chunk = chunk_rows or max(1, CHUNK_ELEMENTS // weight.size(0))
+    return _ChunkedOutputNLL.apply(rows, weight, bias, flat_targets[keep], epsilon, chunk, with_grad)  # type: ignore[no-any-return]
 
 
-class _LabelSmoothedNLL(torch.autograd.Function):
-    """Label-smoothed NLL with its gradient in closed form: for a kept row with softmax p and target y,
-
-    d loss / d z = p - (1 - ε) · onehot(y) - ε / V   and   d NLL / d z = p - onehot(y).
-    """
+class _ChunkedOutputNLL(torch.autograd.Function):
+    """:func:`output_nll` on packed rows; the gradients are computed in the forward pass and scaled in backward."""
 
     @staticmethod
     def forward(  # type: ignore[override]
-        ctx: torch.autograd.function.FunctionCtx, logits: torch.Tensor, targets: torch.Tensor, epsilon: float,
-        ignore_index: int,
+        ctx: torch.autograd.function.FunctionCtx, rows: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
+        targets: torch.Tensor, epsilon: float, chunk: int, with_grad: bool,
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """(N, V) logits and (N,) targets -> summed loss and summed NLL over the rows whose target is kept."""
-        keep = targets.ne(ignore_index)  # (N,)
-        safe_targets = targets.masked_fill(~keep, 0)  # (N,)
-        row_max = logits.amax(dim=-1, keepdim=True)  # (N, 1)
-        exp_shifted = (logits - row_max).exp_()  # (N, V), becomes the gradient in backward
-        exp_sum = exp_shifted.sum(dim=-1)  # (N,)
-        lse = row_max.squeeze(1) + exp_sum.log()  # (N,)
-        nll = (lse - logits.gather(1, safe_targets.unsqueeze(1)).squeeze(1)).masked_fill(~keep, 0.0)  # (N,)
-        smooth = (lse - logits.mean(dim=-1)).masked_fill(~keep, 0.0)  # (N,)
-        ctx.save_for_backward(exp_shifted, exp_sum, safe_targets, keep)
-        ctx.epsilon = epsilon  # type: ignore[attr-defined]
-        ctx.consumed = False  # type: ignore[attr-defined]
-        nll_sum = nll.sum()
-        return (1.0 - epsilon) * nll_sum + epsilon * smooth.sum(), nll_sum
+        """(N, D) rows, (V, D) weight, (V,) bias or None, (N,) targets -> summed loss and summed NLL."""
+        device = rows.device.type
+        dtype = torch.get_autocast_dtype(device) if torch.is_autocast_enabled(device) else rows.dtype
+        vocab = weight.size(0)
+        x, w = rows.to(dtype), weight.to(dtype)
+        b = None if bias is None else bias.to(dtype)
+        loss_sum, nll_sum = (torch.zeros((), dtype=torch.float32, device=rows.device) for _ in range(2))
+        grads = _OutputGrads(rows, weight, bias) if with_grad else None
+        with torch.autocast(device, enabled=False):
+            for start in range(0, rows.size(0), chunk):
+                part, part_targets = x[start:start + chunk], targets[start:start + chunk].unsqueeze(1)
+                logits = F.linear(part, w, b).float()  # (c, V)
+                target_logits = logits.gather(1, part_targets).squeeze(1)  # (c,)
+                mean_logits = logits.mean(dim=1)
+                row_max = logits.amax(dim=1, keepdim=True)
+                probs = logits.sub_(row_max).exp_()  # exp(z - max), in place
+                exp_sum = probs.sum(dim=1)
+                lse = row_max.squeeze(1) + exp_sum.log()
+                nll = (lse - target_logits).sum()
+                loss_sum += (1.0 - epsilon) * nll + epsilon * (lse - mean_logits).sum()
+                nll_sum += nll
+                if grads is not None:
+                    probs.div_(exp_sum.unsqueeze(1)).sub_(epsilon / vocab)
+                    probs.scatter_add_(1, part_targets, probs.new_full(part_targets.shape, epsilon - 1.0))
+                    grads.add(start, probs.to(dtype), part, w)
+        ctx.grads = grads  # type: ignore[attr-defined]
+        ctx.mark_non_differentiable(nll_sum)
+        return loss_sum, nll_sum
 
     @staticmethod
     def backward(  # type: ignore[override]
-        ctx: torch.autograd.function.FunctionCtx, grad_loss: torch.Tensor | None, grad_nll: torch.Tensor | None
-    ) -> tuple[torch.Tensor, None, None, None]:
-        """Gradient of ``grad_loss · loss + grad_nll · NLL`` with respect to the logits, (N, V).
+        ctx: torch.autograd.function.FunctionCtx, grad_loss: torch.Tensor | None, _grad_nll: torch.Tensor | None
+    ) -> tuple[torch.Tensor | None, ...]:
+        """The forward pass's gradients times the incoming gradient of the loss."""
+        grads: _OutputGrads | None = ctx.grads  # type: ignore[attr-defined]
+        if grads is None:
+            raise RuntimeError("output_nll: no gradient was computed (grad mode off) or a second backward (retain_graph)")
+        ctx.grads = None  # type: ignore[attr-defined]
+        scale = grad_loss if grad_loss is not None else torch.zeros(())
+        return (*grads.scaled(scale), None, None, None, None)
 
-        Written in place over the saved exp(z - max), in two passes: p · (g_loss + g_nll) - ε g_loss / V on kept rows
-        (zero on the others), then the target column.
-        """
-        if ctx.consumed:  # type: ignore[attr-defined]
-            raise RuntimeError("label_smoothed_nll: a second backward through one loss (retain_graph) is not supported")
-        ctx.consumed = True  # type: ignore[attr-defined]
-        exp_shifted, exp_sum, targets, keep = ctx.saved_tensors  # type: ignore[attr-defined]
-        epsilon: float = ctx.epsilon  # type: ignore[attr-defined]
-        g_loss = grad_loss if grad_loss is not None else exp_sum.new_zeros(())
-        g_nll = grad_nll if grad_nll is not None else exp_sum.new_zeros(())
-        kept = keep.to(exp_sum.dtype).unsqueeze(1)  # (N, 1)
-        grad = exp_shifted.mul_(kept * (g_loss + g_nll) / exp_sum.unsqueeze(1))  # softmax · scale, (N, V)
-        grad.sub_(kept * (g_loss * epsilon / exp_shifted.size(1)))
-        target_grad = -kept * ((1.0 - epsilon) * g_loss + g_nll)  # (N, 1)
-        return grad.scatter_add_(1, targets.unsqueeze(1), target_grad), None, None, None
+
+class _OutputGrads:
+    """Gradients of the summed loss for the rows, weight and bias of :class:`_ChunkedOutputNLL`, chunk by chunk."""
+
+    def __init__(self, rows: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> None:
+        self.rows = torch.empty_like(rows)
+        self.weight = torch.zeros_like(weight, dtype=torch.float32)
+        self.bias = None if bias is None else torch.zeros_like(bias, dtype=torch.float32)
+        self.dtypes = (rows.dtype, weight.dtype, None if bias is None else bias.dtype)
+
+    def add(self, start: int, grad_logits: torch.Tensor, part: torch.Tensor, weight: torch.Tensor) -> None:
+        """Push one chunk's (c, V) d loss / d z back through z = x W^T + b."""
+        self.rows[start:start + part.size(0)] = grad_logits @ weight
+        if grad_logits.dtype == torch.float32:
+            self.weight.addmm_(grad_logits.t(), part)
+        else:
+            self.weight += (grad_logits.t() @ part).float()
+        if self.bias is not None:
+            self.bias += grad_logits.sum(dim=0).float()
+
+    def scaled(self, scale: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+        """(rows, weight, bias) gradients times ``scale``, in their parameters' dtypes."""
+        rows_dtype, weight_dtype, bias_dtype = self.dtypes
+        bias = None if self.bias is None else (self.bias * scale).to(bias_dtype)
+        return (self.rows * scale).to(rows_dtype), (self.weight * scale).to(weight_dtype), bias
 
 
 @dataclass

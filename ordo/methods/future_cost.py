@@ -30,7 +30,7 @@ from torch import nn
 
 from ordo.batch import EOS_ID, PAD_ID, Batch
 from ordo.errors import ConfigError
-from ordo.losses import AuxLoss, label_smoothed_nll
+from ordo.losses import AuxLoss, output_nll
 from ordo.methods.registry import Method, register_method
 from ordo.models.outputs import DecoderState, EncoderOutput, Seq2SeqOutput
 from ordo.models.slots import Slots
@@ -101,15 +101,16 @@ class FutureCostModel(TransformerModel):
         return self.future_cell(self.decoder.embed(words), previous)
 
     def forward(self, batch: Batch) -> Seq2SeqOutput:
-        """Main logits (from H, or H' for Model II) and ``future_logits`` W_o F_t, both (B, T, V)."""
+        """The states the main softmax reads (H, or H' for Model II) and ``future_hidden`` F_t, both (B, T, D),
+        with the shared output layer W_o."""
         assert batch.tgt_in is not None
         encoder_out = self.encoder(batch)
         hidden = self.decoder(batch.tgt_in, encoder_out)  # (B, T, D)
         future = self.future_states(batch.tgt_in, hidden, encoder_out)  # (B, T, D)
         top = hidden if self.gate is None else self.gate(future, hidden)
         extras = dict(encoder_out.extras)
-        extras["future_logits"] = self.output(future)
-        return Seq2SeqOutput(self.output(top), extras)
+        extras["future_hidden"] = future
+        return Seq2SeqOutput(top, self.output, extras)
 
     def init_state(self, encoder_out: EncoderOutput) -> DecoderState:
         """Baseline caches; Model II also keeps H_0 = mean encoder state as ``future_prev_hidden``."""
@@ -133,7 +134,7 @@ class FutureCostModel(TransformerModel):
 def future_cost_loss(output: Seq2SeqOutput, batch: Batch) -> torch.Tensor:
     """Mean cross-entropy of P^(y_{t+1}) = softmax(W_o F_t) against the reference y_{t+1} (SPEC §5)."""
     assert batch.tgt_out is not None
-    nll_sum = label_smoothed_nll(output.extras["future_logits"], batch.tgt_out, 0.0)[1]
+    nll_sum = output_nll(output.extras["future_hidden"], output.project, batch.tgt_out, 0.0)[0]
     return nll_sum / batch.tgt_out.ne(PAD_ID).sum().clamp(min=1)
 
 

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 import torch
+from torch import nn
 
 from ordo.batch import Batch
 
@@ -34,15 +35,23 @@ class EncoderOutput:
 
 @dataclass
 class Seq2SeqOutput:
-    """A teacher-forced forward pass.
+    """A teacher-forced forward pass, up to the output layer: the losses project ``hidden`` themselves, in
+    chunks of rows and without the padded positions (:func:`ordo.losses.output_nll`).
 
     Shape:
-        logits: (B, T, V); extras: named tensors for auxiliary losses, e.g. ``reorder_pr`` (B, S, D) or
-        ``future_logits`` (B, T, V).
+        hidden: (B, T, D), what the output layer reads at each target position; project: the output layer,
+        (…, D) -> (…, V), with a ``weight`` (V, D) and an optional ``bias``; extras: named tensors for
+        auxiliary losses, e.g. ``reorder_pr`` (B, S, D) or ``future_hidden`` (B, T, D).
     """
 
-    logits: torch.Tensor
+    hidden: torch.Tensor
+    project: nn.Module
     extras: dict[str, torch.Tensor] = field(default_factory=dict)
+
+    @property
+    def logits(self) -> torch.Tensor:
+        """The full (B, T, V) logits, for analyses and tests; training never builds them."""
+        return self.project(self.hidden)  # type: ignore[no-any-return]
 
 
 @dataclass

@@ -88,7 +88,8 @@ class ConditionalGRUDecoder(nn.Module):
         return state
 
     def step(self, prev_tokens: torch.Tensor, state: DecoderState) -> tuple[torch.Tensor, torch.Tensor]:
-        """One step: logits (B, V) and the alignment α_t (B, S); advances ``state``."""
+        """One step: the deep output t_t (B, E), which ``project`` turns into logits, and the alignment α_t
+        (B, S); advances ``state``."""
         emb = F.dropout(self.embed(prev_tokens), self.dropout, self.training)  # (B, E)
         s_tilde = self.gru1(emb, state.fields["hidden"])  # (B, H)
         alpha = self.attention(s_tilde, state, emb)  # (B, S)
@@ -97,7 +98,7 @@ class ConditionalGRUDecoder(nn.Module):
         state.fields["hidden"] = hidden
         state.step += 1
         deep = torch.tanh(self.out_state(hidden) + self.out_prev(emb) + self.out_context(context))  # (B, E)
-        return self.project(F.dropout(deep, self.dropout, self.training)), alpha
+        return F.dropout(deep, self.dropout, self.training), alpha
 
 
 class RNNSearchModel(nn.Module):
@@ -110,11 +111,11 @@ class RNNSearchModel(nn.Module):
         self.max_output_tokens: int | None = None  # recurrent: no position table
 
     def forward(self, batch: Batch) -> Seq2SeqOutput:
-        """Teacher-forced logits (B, T, V) and ``extras["alignment"]`` (B, T, S)."""
+        """Teacher-forced deep outputs (B, T, E) with the output layer, and ``extras["alignment"]`` (B, T, S)."""
         assert batch.tgt_in is not None
         state = self.init_state(self.encode(batch))
-        logits, alignments = zip(*(self.decoder.step(batch.tgt_in[:, t], state) for t in range(batch.tgt_in.size(1))))
-        return Seq2SeqOutput(torch.stack(logits, 1), {"alignment": torch.stack(alignments, 1)})
+        deep, alignments = zip(*(self.decoder.step(batch.tgt_in[:, t], state) for t in range(batch.tgt_in.size(1))))
+        return Seq2SeqOutput(torch.stack(deep, 1), self.decoder.project, {"alignment": torch.stack(alignments, 1)})
 
     def encode(self, batch: Batch) -> EncoderOutput:
         """Bidirectional GRU states."""
@@ -126,4 +127,4 @@ class RNNSearchModel(nn.Module):
 
     def decode_step(self, prev_tokens: torch.Tensor, state: DecoderState) -> torch.Tensor:
         """Logits (B, V) of the next token."""
-        return self.decoder.step(prev_tokens, state)[0]
+        return self.decoder.project(self.decoder.step(prev_tokens, state)[0])  # type: ignore[no-any-return]

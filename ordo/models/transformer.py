@@ -222,11 +222,12 @@ class TransformerModel(nn.Module):
         self.max_output_tokens: int | None = decoder.positions.max_positions - 1  # BOS and EOS take one position
 
     def forward(self, batch: Batch) -> Seq2SeqOutput:
-        """Teacher-forced logits (B, T, V) for ``batch.tgt_in``, plus the encoder's named extras."""
+        """Teacher-forced top decoder states (B, T, D) for ``batch.tgt_in`` with the output layer, plus the
+        encoder's named extras."""
         assert batch.tgt_in is not None
         encoder_out = self.encoder(batch)
         hidden = self.decoder(batch.tgt_in, encoder_out)
-        return Seq2SeqOutput(self.output(hidden), dict(encoder_out.extras))
+        return Seq2SeqOutput(hidden, self.output, dict(encoder_out.extras))
 
     def encode(self, batch: Batch) -> EncoderOutput:
         """Encoder states of ``batch``."""

@@ -30,7 +30,7 @@ from ordo.data import ParallelData
 from ordo.decoding.translator import translate_rows
 from ordo.errors import CheckpointError, ConfigError
 from ordo.evaluation.bleu import corpus_scores
-from ordo.losses import AuxLoss, label_smoothed_nll
+from ordo.losses import AuxLoss, output_nll
 from ordo.textio import read_lines
 from ordo.training.checkpoint import (
     BEST_NAME,
@@ -222,17 +222,17 @@ class Trainer:
 
     def batch_loss(self, batch: Batch, norm: float, stats: dict[str, float]) -> torch.Tensor:
         """CE + Σ weight·aux for one batch, scaled by its share ``norm`` of the update's target tokens."""
-        with self.autocast():
-            output = self.wrapped(batch)
         assert batch.tgt_out is not None
-        loss_sum, nll_sum = label_smoothed_nll(output.logits, batch.tgt_out, self.tcfg.label_smoothing)
         ntokens = batch.num_tgt_tokens
+        with self.autocast():  # the losses project onto the vocabulary themselves: in the autocast dtype too
+            output = self.wrapped(batch)
+            loss_sum, nll_sum = output_nll(output.hidden, output.project, batch.tgt_out, self.tcfg.label_smoothing)
+            aux_values = [aux.compute(output, batch).float() for aux in self.losses]
         loss = loss_sum / norm
-        stats["nll"] += float(nll_sum.detach())
+        stats["nll"] += float(nll_sum)
         stats["tokens"] += ntokens
         stats["src_tokens"] += int(batch.src_lengths.sum())
-        for aux in self.losses:
-            value = aux.compute(output, batch).float()
+        for aux, value in zip(self.losses, aux_values):
             loss = loss + aux.weight * value * (ntokens / norm)
             stats[aux.name] += float(value.detach()) * ntokens
         return loss
@@ -269,10 +269,10 @@ class Trainer:
         lengths = (self.valid_data.src.lengths, self.valid_data.tgt.lengths)
         for indices in epoch_batches(*lengths, self.tcfg.max_tokens, 0, 0, shuffle=False):
             batch = self.make_batch(self.valid_data, indices)
-            with self.autocast():
-                logits = self.model(batch).logits
             assert batch.tgt_out is not None
-            nll += float(label_smoothed_nll(logits, batch.tgt_out, 0.0)[1])
+            with self.autocast():
+                output = self.model(batch)
+                nll += float(output_nll(output.hidden, output.project, batch.tgt_out, 0.0)[1])
             tokens += batch.num_tgt_tokens
         return nll / max(tokens, 1)
 

@@ -77,10 +77,10 @@ def test_reordering_loss_is_zero_on_target_positions_and_skips_eos_and_padding()
     pe = sinusoidal_table(10, 16)
     exact = pe[positions]
     loss = ReorderingLoss()
-    assert loss(Seq2SeqOutput(torch.zeros(1), {PR_NAME: exact}), b).item() == pytest.approx(0.0, abs=1e-6)
+    assert loss(Seq2SeqOutput(torch.zeros(1), torch.nn.Identity(), {PR_NAME: exact}), b).item() == pytest.approx(0.0, abs=1e-6)
     flipped = -exact
     flipped[positions == 0] = exact[positions == 0]  # what happens at EOS/padding must not count
-    assert loss(Seq2SeqOutput(torch.zeros(1), {PR_NAME: flipped}), b).item() == pytest.approx(2.0, abs=1e-5)
+    assert loss(Seq2SeqOutput(torch.zeros(1), torch.nn.Identity(), {PR_NAME: flipped}), b).item() == pytest.approx(2.0, abs=1e-5)
 
 
 def test_exgre_wraps_every_encoder_layer_and_leaves_pr_of_the_last():

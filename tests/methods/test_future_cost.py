@@ -24,7 +24,9 @@ def test_loss_reads_the_reference_at_the_same_step_and_ignores_padding():
     logits = torch.zeros(1, 3, vocab)  # t=0: uniform; t=1: sure of the reference; t=2: padding
     logits[0, 1, 2] = 50.0
     targets = torch.tensor([[3, 2, 0]])
-    out = Seq2SeqOutput(torch.zeros(1, 3, vocab), {"future_logits": logits})
+    identity = torch.nn.Linear(vocab, vocab, bias=False)  # the output layer: future states are the logits
+    torch.nn.init.eye_(identity.weight)
+    out = Seq2SeqOutput(torch.zeros(1, 3, vocab), identity, {"future_hidden": logits})
     loss = future_cost_loss(out, Batch(torch.ones(1, 2, dtype=torch.long), torch.tensor([2]), torch.arange(1),
                                        targets, targets))
     assert loss.item() == pytest.approx(math.log(vocab) / 2, abs=1e-5)
@@ -45,12 +47,12 @@ def test_future_state_t_comes_from_the_state_and_word_of_step_t():
     assert torch.allclose(masked, encoder_out.states[1, :4].mean(0), atol=1e-6)  # true length, not padded
 
 
-def test_future_logits_at_t_do_not_see_later_words():
+def test_future_states_at_t_do_not_see_later_words():
     model = tiny("model.methods.future_cost.model=2").eval()
     b = batch()
-    before = model(b).extras["future_logits"]
+    before = model(b).extras["future_hidden"]
     b.tgt_in[:, 3] = 7
-    after = model(b).extras["future_logits"]
+    after = model(b).extras["future_hidden"]
     assert torch.allclose(before[:, :3], after[:, :3], atol=1e-6)
     assert not torch.allclose(before[:, 3], after[:, 3])
 

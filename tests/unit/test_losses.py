@@ -1,4 +1,5 @@
-"""The label-smoothed cross-entropy: its closed-form gradient against autograd through log-softmax."""
+"""The output layer's label-smoothed cross-entropy: chunked, with its gradient in closed form, against
+autograd through the full logits and log-softmax."""
 
 from __future__ import annotations
 
@@ -7,59 +8,82 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
+from torch import nn
 
 from ordo.batch import PAD_ID
-from ordo.losses import label_smoothed_nll
+from ordo.losses import output_nll
 
 
 def reference(logits: torch.Tensor, targets: torch.Tensor, epsilon: float) -> tuple[torch.Tensor, torch.Tensor]:
     """The textbook form, differentiated by autograd: (1 - ε) NLL + ε mean_v(-log p_v) over non-pad rows."""
-    lprobs = F.log_softmax(logits, dim=-1)
-    keep = targets.ne(PAD_ID)
-    nll = -lprobs.gather(1, targets.unsqueeze(1)).squeeze(1)[keep].sum()
+    lprobs = F.log_softmax(logits.reshape(-1, logits.size(-1)), dim=-1)
+    flat = targets.reshape(-1)
+    keep = flat.ne(PAD_ID)
+    nll = -lprobs.gather(1, flat.unsqueeze(1)).squeeze(1)[keep].sum()
     smooth = -lprobs.mean(dim=-1)[keep].sum()
     return (1 - epsilon) * nll + epsilon * smooth, nll
 
 
-@pytest.mark.parametrize("epsilon", [0.0, 0.1, 0.3])
-def test_loss_and_gradients_match_autograd_through_log_softmax(epsilon: float) -> None:
+def layer_and_states(bias: bool) -> tuple[nn.Linear, torch.Tensor, torch.Tensor]:
     torch.manual_seed(0)
-    logits = torch.randn(7, 11, dtype=torch.float64) * 3
-    targets = torch.tensor([4, 0, 10, 1, 0, 7, 2])  # two padded rows
-    weights = torch.randn(2, dtype=torch.float64)  # a downstream use of both outputs
-    ours = logits.clone().requires_grad_()
-    theirs = logits.clone().requires_grad_()
-    ours_loss, ours_nll = label_smoothed_nll(ours, targets, epsilon)
-    ref_loss, ref_nll = reference(theirs, targets, epsilon)
-    torch.testing.assert_close(ours_loss, ref_loss.float())
-    torch.testing.assert_close(ours_nll, ref_nll.float())
-    (weights[0] * ours_loss + weights[1] * ours_nll).backward()
-    (weights[0] * ref_loss + weights[1] * ref_nll).backward()
-    assert ours.grad is not None and theirs.grad is not None
-    torch.testing.assert_close(ours.grad, theirs.grad, rtol=1e-5, atol=1e-6)
-    assert ours.grad[targets.eq(PAD_ID)].abs().sum() == 0  # padding receives no gradient
+    layer = nn.Linear(6, 11, bias=bias).double()
+    hidden = torch.randn(3, 5, 6, dtype=torch.float64) * 2
+    targets = torch.tensor([[4, 1, 10, 0, 0], [7, 2, 3, 5, 0], [1, 1, 9, 8, 6]])  # three padded positions
+    return layer, hidden, targets
+
+
+@pytest.mark.parametrize("bias", [False, True])
+@pytest.mark.parametrize("chunk_rows", [1, 4, 100])
+@pytest.mark.parametrize("epsilon", [0.0, 0.1, 0.3])
+def test_loss_and_gradients_match_autograd_through_the_full_logits(epsilon: float, chunk_rows: int, bias: bool) -> None:
+    layer, hidden, targets = layer_and_states(bias)
+    ours = hidden.clone().requires_grad_()
+    loss, nll = output_nll(ours, layer, targets, epsilon, chunk_rows=chunk_rows)
+    (0.7 * loss).backward()
+    ours_grads = [ours.grad] + [p.grad.clone() for p in layer.parameters()]
+    layer.zero_grad()
+    theirs = hidden.clone().requires_grad_()
+    ref_loss, ref_nll = reference(layer(theirs), targets, epsilon)
+    (0.7 * ref_loss).backward()
+    torch.testing.assert_close(loss, ref_loss.float())
+    torch.testing.assert_close(nll, ref_nll.float())
+    for got, want in zip(ours_grads, [theirs.grad] + [p.grad for p in layer.parameters()]):
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
+    assert ours.grad is not None and ours.grad[targets.eq(PAD_ID)].abs().sum() == 0  # padding gets no gradient
 
 
 def test_uniform_logits_cost_log_vocabulary_per_token() -> None:
-    logits = torch.zeros(2, 3, 5)
+    layer = nn.Linear(4, 5, bias=False)
+    nn.init.zeros_(layer.weight)
     targets = torch.tensor([[1, 2, 0], [3, 0, 0]])  # 3 real tokens
-    loss, nll = label_smoothed_nll(logits, targets, 0.1)
+    loss, nll = output_nll(torch.randn(2, 3, 4), layer, targets, 0.1)
     assert loss.item() == pytest.approx(3 * math.log(5), rel=1e-6)
     assert nll.item() == pytest.approx(3 * math.log(5), rel=1e-6)
+    assert not nll.requires_grad  # for logging only
 
 
-def test_gradient_of_the_loss_alone_through_a_bf16_input() -> None:
-    torch.manual_seed(1)
-    logits = torch.randn(4, 6).bfloat16().requires_grad_()
-    loss, _ = label_smoothed_nll(logits, torch.tensor([1, 5, 0, 3]), 0.1)
+def test_bf16_autocast_runs_the_projection_in_bf16_and_keeps_parameter_dtypes() -> None:
+    layer, hidden, targets = layer_and_states(bias=True)
+    layer = layer.float()
+    states = hidden.float().requires_grad_()
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        loss, _ = output_nll(states, layer, targets, 0.1, chunk_rows=4)
     loss.backward()
-    assert logits.grad is not None and logits.grad.dtype == torch.bfloat16
-    assert torch.isfinite(logits.grad.float()).all() and logits.grad[2].abs().sum() == 0
+    full = reference(layer(hidden.float()), targets, 0.1)[0]
+    assert loss.item() == pytest.approx(full.item(), rel=0.02)  # bf16 matmul, float32 softmax
+    assert loss.item() != pytest.approx(full.item(), rel=1e-6)  # not silently in float32
+    assert states.grad is not None and states.grad.dtype == torch.float32
+    assert layer.weight.grad is not None and layer.weight.grad.dtype == torch.float32
+    assert torch.isfinite(states.grad).all()
 
 
-def test_second_backward_through_one_loss_is_refused() -> None:
-    logits = torch.randn(3, 4, requires_grad=True)
-    loss, _ = label_smoothed_nll(logits, torch.tensor([1, 2, 3]), 0.1)
+def test_no_gradient_work_in_inference_and_a_second_backward_is_refused() -> None:
+    layer, hidden, targets = layer_and_states(bias=False)
+    with torch.inference_mode():
+        loss, nll = output_nll(hidden, layer, targets, 0.1)
+    assert torch.isfinite(loss) and not loss.requires_grad and nll.item() > 0
+    states = hidden.clone().requires_grad_()
+    loss, _ = output_nll(states, layer, targets, 0.1)
     loss.backward(retain_graph=True)
     with pytest.raises(RuntimeError, match="second backward"):
         loss.backward()
