@@ -9,6 +9,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ordo.models.dropout import dropout
+
 
 def split_heads(x: torch.Tensor, heads: int) -> torch.Tensor:
     """(B, T, D) -> (B, H, T, D/H)."""
@@ -153,7 +155,7 @@ class RelationSelfAttention(SelfAttention):
         if causal and q.size(2) > 1:
             future = torch.ones(q.size(2), k.size(2), dtype=torch.bool, device=x.device).triu(1)
             scores = scores.masked_fill(future, float("-inf"))
-        weights = F.dropout(scores.softmax(dim=-1), self.dropout, self.training)  # (B, H, Tq, Tk)
+        weights = dropout(scores.softmax(dim=-1), self.dropout, self.training)  # (B, H, Tq, Tk)
         binned = weights.new_zeros(weights.shape[:-1] + (self.num_relations,))  # (B, H, Tq, R)
         binned.scatter_add_(-1, rel_ids, weights)
         out = torch.matmul(weights, v) + torch.matmul(binned, self.rel_values.weight)  # (B, H, Tq, Dh)

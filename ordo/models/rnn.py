@@ -13,11 +13,11 @@ protocol as the Transformer, so training and search are shared.
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from ordo.batch import PAD_ID, Batch
+from ordo.models.dropout import dropout
 from ordo.models.outputs import DecoderState, EncoderOutput, Seq2SeqOutput
 
 
@@ -32,11 +32,11 @@ class BiGRUEncoder(nn.Module):
 
     def forward(self, batch: Batch) -> EncoderOutput:
         """States (B, S, 2H) of ``batch.src_tokens`` (B, S)."""
-        x = F.dropout(self.embed(batch.src_tokens), self.dropout, self.training)  # (B, S, E)
+        x = dropout(self.embed(batch.src_tokens), self.dropout, self.training)  # (B, S, E)
         packed = pack_padded_sequence(x, batch.src_lengths.cpu(), batch_first=True, enforce_sorted=False)
         states, _ = self.rnn(packed)
         states, _ = pad_packed_sequence(states, batch_first=True, total_length=x.size(1))  # (B, S, 2H)
-        return EncoderOutput(F.dropout(states, self.dropout, self.training), batch.src_pad_mask)
+        return EncoderOutput(dropout(states, self.dropout, self.training), batch.src_pad_mask)
 
 
 class MLPAttention(nn.Module):
@@ -90,7 +90,7 @@ class ConditionalGRUDecoder(nn.Module):
     def step(self, prev_tokens: torch.Tensor, state: DecoderState) -> tuple[torch.Tensor, torch.Tensor]:
         """One step: the deep output t_t (B, E), which ``project`` turns into logits, and the alignment α_t
         (B, S); advances ``state``."""
-        emb = F.dropout(self.embed(prev_tokens), self.dropout, self.training)  # (B, E)
+        emb = dropout(self.embed(prev_tokens), self.dropout, self.training)  # (B, E)
         s_tilde = self.gru1(emb, state.fields["hidden"])  # (B, H)
         alpha = self.attention(s_tilde, state, emb)  # (B, S)
         context = torch.bmm(alpha.unsqueeze(1), state.encoder.states).squeeze(1)  # (B, C)
@@ -98,7 +98,7 @@ class ConditionalGRUDecoder(nn.Module):
         state.fields["hidden"] = hidden
         state.step += 1
         deep = torch.tanh(self.out_state(hidden) + self.out_prev(emb) + self.out_context(context))  # (B, E)
-        return F.dropout(deep, self.dropout, self.training), alpha
+        return dropout(deep, self.dropout, self.training), alpha
 
 
 class RNNSearchModel(nn.Module):

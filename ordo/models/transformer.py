@@ -17,6 +17,7 @@ from torch import nn
 
 from ordo.batch import Batch
 from ordo.models.attention import CrossAttention, SelfAttention, key_padding_to_attn_mask
+from ordo.models.dropout import dropout
 from ordo.models.embeddings import ScaledEmbedding, SinusoidalPositions
 from ordo.models.outputs import DecoderState, EncoderOutput, Seq2SeqOutput
 
@@ -32,7 +33,7 @@ class FeedForward(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """(B, T, D) -> (B, T, D)."""
-        return self.fc2(F.dropout(F.relu(self.fc1(x)), self.dropout, self.training))
+        return self.fc2(dropout(F.relu(self.fc1(x)), self.dropout, self.training))
 
 
 class Residual(nn.Module):
@@ -50,8 +51,8 @@ class Residual(nn.Module):
     def forward(self, x: torch.Tensor, block: Callable[[torch.Tensor], torch.Tensor]) -> torch.Tensor:
         """Apply ``block`` to ``x`` (B, T, D) inside the residual."""
         if self.norm_first:
-            return x + F.dropout(block(self.norm(x)), self.dropout, self.training)
-        return self.norm(x + F.dropout(block(x), self.dropout, self.training))
+            return x + dropout(block(self.norm(x)), self.dropout, self.training)
+        return self.norm(x + dropout(block(x), self.dropout, self.training))
 
 
 @dataclass
@@ -146,7 +147,7 @@ class TransformerEncoder(nn.Module):
         """Encode ``batch.src_tokens`` (B, S) into states (B, S, D)."""
         pad_mask = batch.src_pad_mask
         x = self.embed(batch.src_tokens) + self.positions(batch)  # (B, S, D)
-        x = F.dropout(x, self.dropout, self.training)
+        x = dropout(x, self.dropout, self.training)
         relations = self.relations(batch) if self.relations is not None else None
         ctx = EncoderContext(pad_mask, key_padding_to_attn_mask(pad_mask), batch, relations)
         for layer in self.layers:
@@ -185,7 +186,7 @@ class TransformerDecoder(nn.Module):
         """Hidden states (B, T, D) for ``tgt_in`` (B, T) whose first token is at 0-based step ``start``."""
         length = tgt_in.size(1)
         pe = self.positions.table[start + 1 : start + length + 1].unsqueeze(0)  # (1, T, D)
-        x = F.dropout(self.embed(tgt_in) + pe, self.dropout, self.training)
+        x = dropout(self.embed(tgt_in) + pe, self.dropout, self.training)
         memory_mask = key_padding_to_attn_mask(encoder_out.pad_mask)
         for index, layer in enumerate(self.layers):
             x = layer(x, encoder_out, memory_mask, None if caches is None else caches[index])

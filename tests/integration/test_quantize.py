@@ -1,6 +1,7 @@
 """Dynamic int8 translation (``ordo translate --int8``): close to float32, a copy, CPU only."""
 
 import pytest
+import sacrebleu
 import torch
 from torch import nn
 
@@ -73,7 +74,9 @@ def test_translate_int8_scores_its_translations_as_float32_does(trained_run, sma
         rows = [line.split(" ||| ") for line in read_lines(out)]
         best[name] = {int(i): (text, float(score)) for i, text, score in reversed(rows)}  # first of each n-best
     assert len(best["fp32"]) == len(best["int8"]) == len(read_lines(source))
+    order = sorted(best["fp32"])
+    closeness = sacrebleu.corpus_bleu([best["int8"][i][0] for i in order], [[best["fp32"][i][0] for i in order]])
+    assert closeness.score > 50, "int8 translations are close to float32's (this model is barely trained)"
     same = [i for i in best["fp32"] if best["fp32"][i][0] == best["int8"][i][0]]
-    assert len(same) >= len(best["fp32"]) // 2
     gaps = [abs(best["fp32"][i][1] - best["int8"][i][1]) for i in same]
     assert 0 < max(gaps) < 0.1, "the same translation gets nearly the same length-normalised score"
