@@ -134,7 +134,8 @@ class FutureCostModel(TransformerModel):
 def future_cost_loss(output: Seq2SeqOutput, batch: Batch) -> torch.Tensor:
     """Mean cross-entropy of P^(y_{t+1}) = softmax(W_o F_t) against the reference y_{t+1} (SPEC §5)."""
     assert batch.tgt_out is not None
-    nll_sum = output_nll(output.extras["future_hidden"], output.project, batch.tgt_out, 0.0)[0]
+    # ε = 0: the (differentiable) loss sum is the NLL sum; output_nll's second value is for logging only
+    nll_sum = output_nll(output.extras["future_hidden"], output.project, batch.tgt_out, epsilon=0.0)[0]
     return nll_sum / batch.tgt_out.ne(PAD_ID).sum().clamp(min=1)
 
 
