@@ -3,7 +3,8 @@
 A suite is a folder of recipes/ with suite.yaml (corpus, languages, split names, metric, update budget),
 prepare.yaml, train.yaml and systems.yaml (name -> --set overrides over train.yaml, or name ->
 {prepare: FILE, set: [overrides]} for a system whose data comes from another prepare config of the suite,
-e.g. one segmentation or a lattice). This script prepares each prepare config's data once, trains each
+e.g. one segmentation or a lattice, or name -> {same_as: OTHER} for another name of a system, e.g. a sweep's
+centre point). This script prepares each prepare config's data once, trains each
 named system for the same number of updates from the same seed (an existing run is resumed, a finished one
 skipped), averages its last 4 checkpoints, then writes under WORK/reports/REPORT the systems table (BLEU,
 sign test against the first system, parameters, training and translation speed), BLEU by source length,
@@ -58,6 +59,21 @@ def system_entry(name: str, entry: object) -> tuple[str, list[str]]:
     sys.exit(f"systems.yaml: {name}: expected a list of overrides or {{prepare: FILE, set: [...]}}, got {entry!r}")
 
 
+def aliases(systems: dict) -> dict[str, str]:
+    """The systems.yaml entries ``NAME: {same_as: OTHER}`` as NAME -> OTHER: another name for a system, e.g. the
+    centre point of a sweep (``rnn_h_lambda@0.5`` is ``rnn_h_distortion``), so that it is trained once."""
+    return {name: str(entry["same_as"]) for name, entry in systems.items()
+            if isinstance(entry, dict) and set(entry) == {"same_as"}}
+
+
+def with_aliases(scores: dict[str, float], names: dict[str, str]) -> dict[str, float]:
+    """``scores`` plus a score under each alias ``BASE@VALUE`` of a scored system when another ``BASE@`` system
+    was scored too: the centre points of the sweep plots."""
+    swept = {name.partition("@")[0] for name in scores if "@" in name}
+    return {**scores, **{alias: scores[target] for alias, target in names.items()
+                         if target in scores and alias.partition("@")[0] in swept}}
+
+
 def data_folder(work: Path, prepare_file: str) -> Path:
     """WORK/data for the suite's prepare.yaml, WORK/data_STEM for another prepare config."""
     stem = Path(prepare_file).stem
@@ -110,8 +126,9 @@ def main() -> None:
     data_dir = args.data_dir or ROOT.parent / "shared" / "data" / spec["corpus"]
     work = args.work or ROOT / "work" / args.suite
     steps = args.steps or int(spec["steps"])
+    other_names = aliases(systems)
     runs = []
-    for name in args.systems:
+    for name in dict.fromkeys(other_names.get(s, s) for s in args.systems):
         prepare_file, overrides = system_entry(name, systems[name])
         data = data_folder(work, prepare_file)
         prepare(suite / prepare_file, spec, data_dir, data)
@@ -125,7 +142,7 @@ def main() -> None:
     out = work / "reports" / args.report
     print(systems_report(runs, sources, refs, out, "averaged", tokenized_bleu=tokenized))
     scores = {row[0]: float(row[2 if tokenized else 1]) for row in read_table(out / "systems.tsv")}
-    sweep = sweep_report(scores, out, runs[0][0])
+    sweep = sweep_report(with_aliases(scores, other_names), out, runs[0][0])
     if sweep:
         print(sweep)
     hyps = [(name, (out / f"{name}.hyp").read_text(encoding="utf-8").splitlines()) for name, _ in runs]

@@ -57,7 +57,12 @@ def test_every_suite_names_its_corpus_and_builds_every_system_under_the_strict_s
     suite = read_yaml(path)
     assert set(suite) >= {"corpus", "src", "tgt", "splits", "steps"} and set(suite["splits"]) == {"train", "valid", "test"}
     base = read_yaml(path.parent / "train.yaml")
-    for name, entry in read_yaml(path.parent / "systems.yaml").items():
+    systems = read_yaml(path.parent / "systems.yaml")
+    other_names = compare.aliases(systems)
+    assert all(target in systems and target not in other_names for target in other_names.values()), other_names
+    for name, entry in systems.items():
+        if name in other_names:
+            continue
         prepare_file, overrides = compare.system_entry(name, entry)
         assert (path.parent / prepare_file).is_file(), (name, prepare_file)
         cfg = build_config(merge(base, parse_overrides(overrides)), f"{path.parent}: {name}")
@@ -94,3 +99,13 @@ def test_recipes_name_only_systems_their_suites_define():
             assert names and set(names) <= set(systems), (script, suite, names)
             checked += 1
     assert checked >= 3
+
+
+def test_an_alias_is_trained_once_and_scored_under_both_names():
+    systems = {"h": ["model.preset=rnn-small"], "h_lambda@0.5": {"same_as": "h"}, "h_lambda@0.1": ["x=1"]}
+    other_names = compare.aliases(systems)
+    assert other_names == {"h_lambda@0.5": "h"}
+    assert compare.with_aliases({"h": 3.0, "h_lambda@0.1": 2.0}, other_names) == {
+        "h": 3.0, "h_lambda@0.1": 2.0, "h_lambda@0.5": 3.0}
+    assert compare.with_aliases({"h_lambda@0.1": 2.0}, other_names) == {"h_lambda@0.1": 2.0}
+    assert compare.with_aliases({"h": 3.0}, other_names) == {"h": 3.0}  # no sweep of h_lambda: no point
