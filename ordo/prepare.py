@@ -122,7 +122,8 @@ def prepare(cfg: PrepareConfig, progress: bool = True) -> DataMeta:
     try:
         _copy_pairs(splits["train"], plain, skip_empty)
         if cfg.lattice.enabled:
-            lattice = _train_lattice(cfg, plain, splits["train"], out)
+            train = stats["train"]
+            lattice = _train_lattice(cfg, plain, splits["train"], out, train.pairs - train.empty, progress)
             src_vocab, tgt_vocab = lattice.vocab, _train_target_vocab(cfg, plain[1], out)
         else:
             src_vocab, tgt_vocab = _train_vocabs(cfg, plain, out)
@@ -298,11 +299,16 @@ def _train_target_vocab(cfg: PrepareConfig, plain_target: Path, out: Path) -> Vo
     return Vocab.load(model)
 
 
-def _train_lattice(cfg: PrepareConfig, plain: tuple[Path, Path], files: tuple[Path, Path], out: Path) -> LatticeEncoder:
-    """The lattice directory ``out/lattice`` for the training source (SPEC §3)."""
+def _train_lattice(
+    cfg: PrepareConfig, plain: tuple[Path, Path], files: tuple[Path, Path], out: Path, total: int, progress: bool
+) -> LatticeEncoder:
+    """The lattice directory ``out/lattice`` for the training source (SPEC §3); ``total`` training pairs are
+    segmented for its vocabulary, with a progress bar when ``progress``."""
     if cfg.joint_vocab:
         logger.info("lattice: the source has its own token vocabulary, the target its own SentencePiece model")
-    sources = ((f"{files[0]}:{line}", a) for line, a, _ in _iter_pairs(*files, skip_empty=cfg.empty_lines == "skip"))
+    pairs = _iter_pairs(*files, skip_empty=cfg.empty_lines == "skip")
+    bar = tqdm(pairs, total=total, desc="lattice vocabulary", unit=" pairs", disable=not progress, file=sys.stderr)
+    sources = ((f"{files[0]}:{line}", a) for line, a, _ in bar)
     spm_options = {
         "model_type": cfg.model_type, "character_coverage": cfg.character_coverage,
         "input_sentence_size": cfg.spm_input_sentence_size, "seed": cfg.seed,

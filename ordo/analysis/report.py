@@ -7,7 +7,7 @@ from pathlib import Path
 
 from ordo.analysis.groups import group_by_length, quantile_bounds, score_groups, source_lengths
 from ordo.analysis.plots import line_plot
-from ordo.analysis.systems import SYSTEM_HEADERS, bleu_metric, compare_systems, robustness_curve
+from ordo.analysis.systems import bleu_metric, compare_systems, robustness_curve, system_headers
 from ordo.analysis.tables import Cell, markdown_table, write_tables
 from ordo.api import load_run
 from ordo.textio import atomic_write
@@ -22,7 +22,7 @@ def systems_report(
     for result in results:
         with atomic_write(out / f"{result.name}.hyp") as handle:
             handle.writelines(h + "\n" for h in result.hyps)
-    return write_tables(out / "systems", SYSTEM_HEADERS, [r.row() for r in results])
+    return write_tables(out / "systems", system_headers(results[0].name), [r.row() for r in results])
 
 
 def robustness_report(

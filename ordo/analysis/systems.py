@@ -69,7 +69,7 @@ class SystemResult:
     hyps: list[str]
 
     def row(self) -> list[str | int | float | None]:
-        """Cells in the order of :data:`SYSTEM_HEADERS`."""
+        """Cells in the order of :func:`system_headers`."""
         src_speed, tgt_speed = self.training.src_tokens_per_second, self.training.tgt_tokens_per_second
         return [
             self.name, self.bleu, self.tok_bleu, None if self.sign_p is None else f"{self.sign_p:.3g}",
@@ -79,10 +79,12 @@ class SystemResult:
         ]
 
 
-SYSTEM_HEADERS = [
-    "system", "BLEU", "tok BLEU", "sign p vs baseline", "params", "updates", "train min", "train src tok/s",
-    "train tgt tok/s", "translate sent/s", "translate src tok/s",
-]
+def system_headers(reference: str) -> list[str]:
+    """The columns of :meth:`SystemResult.row`; ``reference`` names the system of the sign tests (the first)."""
+    return [
+        "system", "BLEU", "tok BLEU", f"sign p vs {reference}", "params", "updates", "train min", "train src tok/s",
+        "train tgt tok/s", "translate sent/s", "translate src tok/s",
+    ]
 
 
 def compare_systems(

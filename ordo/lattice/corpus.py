@@ -115,24 +115,26 @@ class LatticeEncoder:
         Raises:
             InputError: naming ``file:line`` when two segmenters disagree on the text they cover.
         """
+        return [lattice for lattice, _ in self._lattices(texts, where)]
+
+    def encode(self, texts: list[str], where: Iterable[str]) -> list[EncodedLattice]:
+        """Edge ids and spans of every text, with its 1-best (first segmenter's) length."""
+        return [
+            EncodedLattice(self.vocab.lookup(lattice.tokens), lattice.starts, lattice.ends, one_best)
+            for lattice, one_best in self._lattices(texts, where)
+        ]
+
+    def _lattices(self, texts: list[str], where: Iterable[str]) -> list[tuple[Lattice, int]]:
+        """Each text's lattice and the length of its first segmentation (each segmenter runs once)."""
         segmented = [segmenter.segment(texts) for segmenter in self.segmenters]  # K x (n, tokens)
         lattices = []
         for index, label in zip(range(len(texts)), where):
             try:
-                lattices.append(build_lattice([tokens[index] for tokens in segmented]))
+                lattices.append((build_lattice([tokens[index] for tokens in segmented]), len(segmented[0][index])))
             except SegmentationMismatch as err:
                 specs = ", ".join(s.spec for s in self.segmenters)
                 raise InputError(f"{label}: the segmenters ({specs}) cover different text: {err}") from None
         return lattices
-
-    def encode(self, texts: list[str], where: Iterable[str]) -> list[EncodedLattice]:
-        """Edge ids and spans of every text, with its 1-best (first segmenter's) length."""
-        lattices = self.lattices(texts, where)
-        first = self.segmenters[0].segment(texts)
-        return [
-            EncodedLattice(self.vocab.lookup(lattice.tokens), lattice.starts, lattice.ends, len(tokens))
-            for lattice, tokens in zip(lattices, first)
-        ]
 
 
 def _read_spec(path: Path) -> dict[str, Any]:

@@ -25,7 +25,7 @@ def test_systems_table_has_speed_parameters_and_a_sign_test(runs, small_data, tm
     assert main(["analyze", "systems", "--src", str(src), "--ref", str(ref), "--out", str(tmp_path),
                  "--run", f"base={runs / 'base'}", "--run", f"both={runs / 'both'}", "--beam", "2"]) == 0
     header, base, both = (line.split("\t") for line in (tmp_path / "systems.tsv").read_text().splitlines())
-    assert header[:5] == ["system", "BLEU", "tok BLEU", "sign p vs baseline", "params"]
+    assert header[:5] == ["system", "BLEU", "tok BLEU", "sign p vs base", "params"]
     assert base[3] == "" and 0.0 <= float(both[3]) <= 1.0
     params = count_parameters(api.load_run(runs / "both", "best", "cpu").model)
     assert both[4] == f"{params / 1e6:.2f}M"
