@@ -101,7 +101,7 @@ def test_recipes_name_only_systems_their_suites_define():
     assert checked >= 3
 
 
-def test_an_alias_is_trained_once_and_scored_under_both_names():
+def test_an_alias_names_one_system_and_scores_as_a_sweep_point():
     systems = {"h": ["model.preset=rnn-small"], "h_lambda@0.5": {"same_as": "h"}, "h_lambda@0.1": ["x=1"]}
     other_names = compare.aliases(systems)
     assert other_names == {"h_lambda@0.5": "h"}
