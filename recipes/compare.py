@@ -13,26 +13,34 @@ and optionally the swapped-word robustness curves.
 usage: python recipes/compare.py --suite enja_compare --report NAME [--data-dir DIR] [--work DIR]
            [--steps N] [--set KEY=VALUE ...] [--robustness SYS,SYS] SYSTEM [SYSTEM ...]
 
-A --set changes every system's configuration: give such a run its own --work folder.
+A --set changes every system's configuration: give such a run its own --work folder (a trained system whose
+settings differ from those asked for, or data prepared from other corpus files, is refused, not reused).
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import hashlib
 import sys
 from pathlib import Path
 
 import torch
+import yaml
 
 from ordo import api
 from ordo.analysis.report import length_report, robustness_report, sweep_report, systems_report
 from ordo.cli import main as ordo
-from ordo.config import merge, parse_overrides, read_yaml
+from ordo.config import ExperimentConfig, build_config, merge, parse_overrides, read_yaml
+from ordo.errors import ConfigError
 from ordo.textio import read_lines
 from ordo.training.checkpoint import step_checkpoints
 
 RECIPES = Path(__file__).resolve().parent
 ROOT = RECIPES.parent
+CORPUS_STAMP = "corpus.yaml"  # in a prepared data folder: the corpus files it was prepared from
+# train settings that leave a finished run's weights unchanged, so a report may reuse it under other values
+RESULT_NEUTRAL = {"threads", "max_minutes", "log_every"}
 
 
 def parse_args() -> argparse.Namespace:
@@ -80,31 +88,62 @@ def data_folder(work: Path, prepare_file: str) -> Path:
     return work / ("data" if stem == "prepare" else f"data_{stem.removeprefix('prepare_')}")
 
 
+def corpus_stamp(files: dict[str, str]) -> dict[str, str]:
+    """The corpus files a data folder is prepared from: each prepare flag with its file's name and SHA-256."""
+    return {flag: f"{Path(path).name} {hashlib.sha256(Path(path).read_bytes()).hexdigest()}"
+            for flag, path in files.items()}
+
+
 def prepare(config: Path, spec: dict, data_dir: Path, out: Path) -> None:
-    """Binarize the corpus with one prepare config, once (skipped when OUT/data.yaml exists)."""
-    if (out / "data.yaml").exists():
-        return
+    """Binarize the corpus with one prepare config, once: OUT is reused when it exists and was prepared from the
+    same corpus files (OUT/corpus.yaml), and refused when it was prepared from others."""
     files = {f"--{split}-{side}": str(data_dir / f"{spec['splits'][split]}.{spec[side]}.gz")
              for split in ("train", "valid", "test") for side in ("src", "tgt")}
+    stamp = corpus_stamp(files)
+    if (out / "data.yaml").exists():
+        saved = read_yaml(out / CORPUS_STAMP) if (out / CORPUS_STAMP).exists() else stamp
+        if saved != stamp:
+            sys.exit(f"{out} was prepared from other corpus files than those in {data_dir}: give this corpus "
+                     "its own --work folder (or delete that data folder)")
+        return
     args = ["prepare", str(config), "--out", str(out)]
     for flag, path in files.items():
         args += [flag, path]
     if ordo(args) != 0:
         sys.exit("prepare failed")
+    (out / CORPUS_STAMP).write_text(yaml.safe_dump(stamp), encoding="utf-8")
+
+
+def changed_settings(run_dir: Path, requested: ExperimentConfig) -> list[str]:
+    """The model and train settings (``section.key``) in which ``requested`` differs from a run's saved config,
+    leaving out those that cannot change a finished run's weights (RESULT_NEUTRAL)."""
+    saved = build_config(read_yaml(run_dir / "config.yaml"), str(run_dir / "config.yaml"))
+    changed = [] if saved.model == requested.model else ["model"]
+    return changed + [f"train.{key}" for key, value in dataclasses.asdict(requested.train).items()
+                      if key not in RESULT_NEUTRAL and getattr(saved.train, key) != value]
 
 
 def train(suite: Path, name: str, overrides: list[str], data: Path, run_dir: Path, steps: int,
           threads: int | None, common: list[str]) -> None:
-    """Train (or resume) one system to ``steps`` updates and average its last 4 checkpoints."""
-    done = step_checkpoints(run_dir / "checkpoints")
-    if done and done[-1].name == f"step_{steps}.pt" and (run_dir / "checkpoints" / "averaged.pt").exists():
-        print(f"== {name}: trained ({steps} updates)", flush=True)
-        return
-    print(f"== {name}: training to {steps} updates", flush=True)
+    """Train (or resume) one system to ``steps`` updates and average its last 4 checkpoints; a finished run is
+    reused only when it was trained with the settings asked for now."""
     extra = [f"train.threads={threads}"] if threads else []
     raw = merge(read_yaml(suite / "train.yaml"),
                 parse_overrides([f"data={data}", f"train.max_steps={steps}", *extra, *common, *overrides]))
-    api.train(api.run_config(run_dir, raw), run_dir)
+    try:
+        cfg = api.run_config(run_dir, raw)
+    except ConfigError as err:
+        sys.exit(f"{name}: {err}")
+    done = step_checkpoints(run_dir / "checkpoints")
+    if done and done[-1].name == f"step_{steps}.pt" and (run_dir / "checkpoints" / "averaged.pt").exists():
+        changed = changed_settings(run_dir, cfg)
+        if changed:
+            sys.exit(f"{name}: {run_dir} was trained with other settings ({', '.join(changed)}); give this "
+                     "comparison its own --work folder")
+        print(f"== {name}: trained ({steps} updates)", flush=True)
+        return
+    print(f"== {name}: training to {steps} updates", flush=True)
+    api.train(cfg, run_dir)
     api.average(run_dir, last=4)
 
 

@@ -1,5 +1,6 @@
 """Every shipped recipe config loads under the strict schema, and every recipe script parses."""
 
+import gzip
 import re
 import shlex
 import subprocess
@@ -109,3 +110,83 @@ def test_an_alias_names_one_system_and_scores_as_a_sweep_point():
         "h": 3.0, "h_lambda@0.1": 2.0, "h_lambda@0.5": 3.0}
     assert compare.with_aliases({"h_lambda@0.1": 2.0}, other_names) == {"h_lambda@0.1": 2.0}
     assert compare.with_aliases({"h": 3.0}, other_names) == {"h": 3.0}  # no sweep of h_lambda: no point
+
+
+def write_corpus(folder: Path, text: str) -> dict:
+    """A suite spec whose six corpus files in ``folder`` all hold ``text``."""
+    spec = {"src": "de", "tgt": "en", "splits": {"train": "train", "valid": "valid", "test": "test"}}
+    folder.mkdir(parents=True, exist_ok=True)
+    for split in ("train", "valid", "test"):
+        for side in ("de", "en"):
+            (folder / f"{split}.{side}.gz").write_bytes(gzip.compress(text.encode()))
+    return spec
+
+
+def test_a_prepared_data_folder_is_refused_for_another_corpus(tmp_path, monkeypatch):
+    calls = []
+
+    def fake_prepare(args):
+        calls.append(args)
+        (Path(args[args.index("--out") + 1]) / "data.yaml").write_text("{}")
+        return 0
+
+    monkeypatch.setattr(compare, "ordo", fake_prepare)
+    spec = write_corpus(tmp_path / "small", "ein Satz\n")
+    out = tmp_path / "work" / "data"
+    out.mkdir(parents=True)
+    compare.prepare(Path("prepare.yaml"), spec, tmp_path / "small", out)
+    compare.prepare(Path("prepare.yaml"), spec, tmp_path / "small", out)
+    assert len(calls) == 1  # the second call reuses the folder
+    write_corpus(tmp_path / "full", "ein Satz\nnoch ein Satz\n")
+    with pytest.raises(SystemExit, match="prepared from other corpus files"):
+        compare.prepare(Path("prepare.yaml"), spec, tmp_path / "full", out)
+
+
+def test_a_finished_run_trained_with_other_settings_is_named_not_reused(tmp_path):
+    from ordo.config import save_config
+
+    trained = build_config({"train": {"lr": 0.001, "threads": 1}})
+    save_config(trained, tmp_path / "config.yaml")
+    assert compare.changed_settings(tmp_path, build_config({"train": {"lr": 0.001, "threads": 2}})) == []
+    assert compare.changed_settings(tmp_path, build_config({"train": {"lr": 0.0015}})) == ["train.lr"]
+    assert compare.changed_settings(tmp_path, build_config({"model": {"d_model": 128}, "train": {"lr": 0.001}})) \
+        == ["model"]
+
+
+def run_zhen_split(tmp_path: Path, train_talks: Path | None) -> subprocess.CompletedProcess:
+    """recipes/lib.sh's iwslt17_zhen_split on a fake IWSLT17 folder (two lines per set)."""
+    sets = tmp_path / "iwslt17"
+    sets.mkdir(exist_ok=True)
+    for name in ("dev2010", "tst2010", "tst2011", "tst2012", "tst2013", "tst2015", "tst2016", "tst2017"):
+        for side in ("zh", "en"):
+            (sets / f"{name}.{side}.gz").write_bytes(gzip.compress(f"{name} {side} 1\n{name} {side} 2\n".encode()))
+    for side in ("zh", "en"):  # tst2014: the last 300 lines are the dev set
+        lines = "".join(f"tst2014 {side} {i}\n" for i in range(302))
+        (sets / f"tst2014.{side}.gz").write_bytes(gzip.compress(lines.encode()))
+    script = (f"here={shlex.quote(str(RECIPES / 'lattice'))}; source {shlex.quote(str(RECIPES / 'lib.sh'))}; "
+              f"iwslt17_zhen_split {shlex.quote(str(sets))} {shlex.quote(str(tmp_path / 'corpus'))} "
+              f"{shlex.quote(str(train_talks)) if train_talks else ''}")
+    return subprocess.run(["bash", "-c", script], check=False, capture_output=True, text=True)
+
+
+def corpus_lines(tmp_path: Path, split: str, side: str) -> list[str]:
+    return gzip.decompress((tmp_path / "corpus" / f"{split}.{side}.gz").read_bytes()).decode().splitlines()
+
+
+def test_the_iwslt17_split_is_talk_disjoint_and_takes_the_training_talks_without_their_metadata(tmp_path):
+    assert run_zhen_split(tmp_path, None).returncode == 0
+    assert len(corpus_lines(tmp_path, "train", "zh")) == 5 * 2 + 2
+    assert len(corpus_lines(tmp_path, "valid", "en")) == 300
+    assert corpus_lines(tmp_path, "test", "zh")[0] == "tst2015 zh 1"
+    talks = tmp_path / "talks"
+    talks.mkdir()
+    for side, words in (("zh", "你好 。"), ("en", "Hello .")):
+        (talks / f"train.tags.zh-en.{side}").write_text(
+            f"<url>http://www.ted.com/talks/x</url>\n  <talkid>1</talkid>\n<title>T {side}</title>\n {words} \n",
+            encoding="utf-8")
+    assert run_zhen_split(tmp_path, talks).returncode == 0
+    assert corpus_lines(tmp_path, "train", "en")[:2] == ["Hello .", "dev2010 en 1"]
+    assert len(corpus_lines(tmp_path, "train", "zh")) == 1 + 5 * 2 + 2
+    (talks / "train.tags.zh-en.en").write_text("Hello .\nWorld .\n", encoding="utf-8")
+    failed = run_zhen_split(tmp_path, talks)
+    assert failed.returncode == 1 and "differ in transcript lines" in failed.stderr

@@ -7,7 +7,8 @@
 # set (KFTT Ja-En, Tsinghua Zh-En): AER of each RNN's attention (forced decoding), next to eflomal's AER on the
 # same sentences (appended to the training text, as is standard), and attention plots of one sentence.
 #
-# usage: recipes/distortion/run.sh [--steps N] [--set KEY=VALUE ...] [--iwslt17 DIR]
+# usage: recipes/distortion/run.sh [--steps N] [--set KEY=VALUE ...] [--iwslt17 DIR] [--iwslt17-train DIR2]
+#        (DIR, DIR2: as in recipes/lattice/run.sh; with DIR2 the Zh->En work folders get a _full suffix)
 here="$(cd "$(dirname "$0")" && pwd)"
 source "$here/../lib.sh"
 data="$root/../shared/data"
@@ -52,8 +53,8 @@ alignment_quality "$root/work/enja_compare" "$data/wa-jaen-kftt" ja en \
   rnnsearch rnn_s_distortion rnn_t_distortion rnn_h_distortion
 
 # Zh->En: the IWSLT17 split of recipes/lattice/run.sh, segmented and lowercased like the Tsinghua gold set
-corpus="$root/work/iwslt17_zhen_segmented"
-iwslt17_zhen_split "$iwslt17" "$corpus"
+iwslt17_folders iwslt17_zhen_segmented zhen_compare
+iwslt17_zhen_split "$iwslt17" "$corpus" "$iwslt17_train"
 for split in train valid test; do
   zcat "$corpus/$split.zh.gz" | "$py" "$here/../alignment/segment_zh.py" | gzip > "$corpus/$split.zh.seg.gz"
   mv "$corpus/$split.zh.seg.gz" "$corpus/$split.zh.gz"
@@ -61,6 +62,6 @@ for split in train valid test; do
     | gzip > "$corpus/$split.en.lc.gz"
   mv "$corpus/$split.en.lc.gz" "$corpus/$split.en.gz"
 done
-"$py" "$here/../compare.py" --suite zhen_compare --data-dir "$corpus" --report distortion \
+"$py" "$here/../compare.py" --suite zhen_compare --data-dir "$corpus" --work "$zhen_work" --report distortion \
   rnnsearch rnn_h_distortion baseline "${args[@]}"
-alignment_quality "$root/work/zhen_compare" "$data/wa-zhen-tsinghua" zh en rnnsearch rnn_h_distortion
+alignment_quality "$zhen_work" "$data/wa-zhen-tsinghua" zh en rnnsearch rnn_h_distortion
