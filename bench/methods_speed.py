@@ -48,6 +48,8 @@ SYSTEMS = {
     "refsr": ["model.methods.refsr.weight=0.6"],
     "future_cost_1": ["model.methods.future_cost.model=1"],
     "future_cost_2": ["model.methods.future_cost.model=2"],
+    "future_cost_1_sampled": ["model.methods.future_cost.model=1", "model.methods.future_cost.sample_fraction=0.1"],
+    "future_cost_2_sampled": ["model.methods.future_cost.model=2", "model.methods.future_cost.sample_fraction=0.1"],
     "lattice": [],  # systems named lattice* train on lattice sources (make_lattice_batch)
     "lattice_lpe": ["model.methods.lattice_pe={}"],
     "lattice_lsa": ["model.methods.lattice_attn={}"],

@@ -24,6 +24,7 @@ so reordering the beam reorders F's inputs with it.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 
 import torch
 from torch import nn
@@ -43,6 +44,9 @@ class FutureCostConfig:
 
     model: int = 2  # 1: future-cost loss only (Model I); 2: the loss and the gated fusion (Model II)
     weight: float = 0.7  # λ of the future-cost loss (paper: 0.7 for En-De, 0.3-0.5 for Zh-En)
+    # share of the target positions whose future-cost loss is computed at each update (1: all, SPEC §5 exactly;
+    # below 1: a random subset, which estimates the same mean at that share of the second projection's cost)
+    sample_fraction: float = 1.0
 
 
 class FutureContextCell(nn.Module):
@@ -131,18 +135,32 @@ class FutureCostModel(TransformerModel):
         return self.output(self.gate(future, hidden))
 
 
-def future_cost_loss(output: Seq2SeqOutput, batch: Batch) -> torch.Tensor:
-    """Mean cross-entropy of P^(y_{t+1}) = softmax(W_o F_t) against the reference y_{t+1} (SPEC §5)."""
+def future_cost_loss(output: Seq2SeqOutput, batch: Batch, sample_fraction: float = 1.0) -> torch.Tensor:
+    """Mean cross-entropy of P^(y_{t+1}) = softmax(W_o F_t) against the reference y_{t+1} (SPEC §5).
+
+    With ``sample_fraction`` p < 1, while gradients are computed, each non-pad position is kept with probability
+    p (drawn anew at every call) and only the kept ones go through the V-way output projection; their NLL sum
+    divided by p·N (N: the non-pad positions) is an unbiased estimate of the mean (Horvitz-Thompson). Without
+    gradients (validation) the mean is exact.
+    """
     assert batch.tgt_out is not None
+    positions = batch.tgt_out.ne(PAD_ID).sum().clamp(min=1)
+    targets, share = batch.tgt_out, 1.0
+    if sample_fraction < 1.0 and torch.is_grad_enabled():
+        left_out = torch.rand(targets.shape, device=targets.device) >= sample_fraction
+        targets, share = targets.masked_fill(left_out, PAD_ID), sample_fraction
     # ε = 0: the (differentiable) loss sum is the NLL sum; output_nll's second value is for logging only
-    nll_sum = output_nll(output.extras["future_hidden"], output.project, batch.tgt_out, epsilon=0.0)[0]
-    return nll_sum / batch.tgt_out.ne(PAD_ID).sum().clamp(min=1)
+    nll_sum = output_nll(output.extras["future_hidden"], output.project, targets, epsilon=0.0)[0]
+    return nll_sum / (share * positions)
 
 
 def apply_future_cost(slots: Slots, cfg: FutureCostConfig) -> None:
     """Replace the model class with :class:`FutureCostModel` (Transformer family only)."""
     if cfg.model not in (1, 2):
         raise ConfigError(f"model.methods.future_cost.model: expected 1 or 2, got {cfg.model}")
+    if not 0.0 < cfg.sample_fraction <= 1.0:
+        raise ConfigError(f"model.methods.future_cost.sample_fraction: expected a share in (0, 1], got "
+                          f"{cfg.sample_fraction}")
     if slots.cfg.family != "transformer":
         raise ConfigError("model.methods.future_cost: implemented for the Transformer family only")
     slots.claim("model_class", "future_cost", lambda enc, dec, out: FutureCostModel(enc, dec, out, cfg.model))
@@ -150,7 +168,7 @@ def apply_future_cost(slots: Slots, cfg: FutureCostConfig) -> None:
 
 def future_cost_losses(cfg: FutureCostConfig) -> list[AuxLoss]:
     """The future-cost loss, logged as ``future_cost`` and weighted by λ."""
-    return [AuxLoss("future_cost", cfg.weight, future_cost_loss)]
+    return [AuxLoss("future_cost", cfg.weight, partial(future_cost_loss, sample_fraction=cfg.sample_fraction))]
 
 
 register_method(Method("future_cost", FutureCostConfig, apply_future_cost, future_cost_losses))
