@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import gzip
 import hashlib
 import sys
 from pathlib import Path
@@ -32,7 +33,6 @@ from ordo import api
 from ordo.analysis.report import length_report, robustness_report, sweep_report, systems_report
 from ordo.cli import main as ordo
 from ordo.config import ExperimentConfig, build_config, merge, parse_overrides, read_yaml
-from ordo.errors import ConfigError
 from ordo.textio import read_lines
 from ordo.training.checkpoint import step_checkpoints
 
@@ -40,7 +40,8 @@ RECIPES = Path(__file__).resolve().parent
 ROOT = RECIPES.parent
 CORPUS_STAMP = "corpus.yaml"  # in a prepared data folder: the corpus files it was prepared from
 # train settings that leave a finished run's weights unchanged, so a report may reuse it under other values
-RESULT_NEUTRAL = {"threads", "max_minutes", "log_every"}
+# (max_steps too: a finished run may be trained on to a larger budget)
+RESULT_NEUTRAL = {"threads", "max_minutes", "log_every", "progress", "num_workers", "max_steps"}
 
 
 def parse_args() -> argparse.Namespace:
@@ -89,8 +90,9 @@ def data_folder(work: Path, prepare_file: str) -> Path:
 
 
 def corpus_stamp(files: dict[str, str]) -> dict[str, str]:
-    """The corpus files a data folder is prepared from: each prepare flag with its file's name and SHA-256."""
-    return {flag: f"{Path(path).name} {hashlib.sha256(Path(path).read_bytes()).hexdigest()}"
+    """The corpus files a data folder is prepared from: each prepare flag with its file's name and the SHA-256 of
+    its text (decompressed, so that gzip's stored name and time do not count)."""
+    return {flag: f"{Path(path).name} {hashlib.sha256(gzip.decompress(Path(path).read_bytes())).hexdigest()}"
             for flag, path in files.items()}
 
 
@@ -101,10 +103,12 @@ def prepare(config: Path, spec: dict, data_dir: Path, out: Path) -> None:
              for split in ("train", "valid", "test") for side in ("src", "tgt")}
     stamp = corpus_stamp(files)
     if (out / "data.yaml").exists():
-        saved = read_yaml(out / CORPUS_STAMP) if (out / CORPUS_STAMP).exists() else stamp
-        if saved != stamp:
-            sys.exit(f"{out} was prepared from other corpus files than those in {data_dir}: give this corpus "
-                     "its own --work folder (or delete that data folder)")
+        if not (out / CORPUS_STAMP).exists():
+            print(f"warning: {out} has no {CORPUS_STAMP} (prepared by an older ordo): not checked against "
+                  f"{data_dir}", flush=True)
+        elif read_yaml(out / CORPUS_STAMP) != stamp:
+            sys.exit(f"{out} was prepared from other corpus files than those in {data_dir}: give this corpus its "
+                     "own --work folder")
         return
     args = ["prepare", str(config), "--out", str(out)]
     for flag, path in files.items():
@@ -115,8 +119,9 @@ def prepare(config: Path, spec: dict, data_dir: Path, out: Path) -> None:
 
 
 def changed_settings(run_dir: Path, requested: ExperimentConfig) -> list[str]:
-    """The model and train settings (``section.key``) in which ``requested`` differs from a run's saved config,
-    leaving out those that cannot change a finished run's weights (RESULT_NEUTRAL)."""
+    """The model and train settings (``section.key``) in which the ``requested`` config, built from the request
+    alone, differs from a run's saved config, leaving out those that leave the weights unchanged
+    (RESULT_NEUTRAL)."""
     saved = build_config(read_yaml(run_dir / "config.yaml"), str(run_dir / "config.yaml"))
     changed = [] if saved.model == requested.model else ["model"]
     return changed + [f"train.{key}" for key, value in dataclasses.asdict(requested.train).items()
@@ -125,25 +130,22 @@ def changed_settings(run_dir: Path, requested: ExperimentConfig) -> list[str]:
 
 def train(suite: Path, name: str, overrides: list[str], data: Path, run_dir: Path, steps: int,
           threads: int | None, common: list[str]) -> None:
-    """Train (or resume) one system to ``steps`` updates and average its last 4 checkpoints; a finished run is
-    reused only when it was trained with the settings asked for now."""
+    """Train (or resume) one system to ``steps`` updates and average its last 4 checkpoints; an existing run is
+    resumed or reused only when it was started with the settings asked for now."""
     extra = [f"train.threads={threads}"] if threads else []
     raw = merge(read_yaml(suite / "train.yaml"),
                 parse_overrides([f"data={data}", f"train.max_steps={steps}", *extra, *common, *overrides]))
-    try:
-        cfg = api.run_config(run_dir, raw)
-    except ConfigError as err:
-        sys.exit(f"{name}: {err}")
+    if (run_dir / "config.yaml").exists():
+        changed = changed_settings(run_dir, build_config(raw, str(suite / "train.yaml")))
+        if changed:
+            sys.exit(f"{name}: {run_dir} was started with other settings ({', '.join(changed)}); give this "
+                     "comparison its own --work folder")
     done = step_checkpoints(run_dir / "checkpoints")
     if done and done[-1].name == f"step_{steps}.pt" and (run_dir / "checkpoints" / "averaged.pt").exists():
-        changed = changed_settings(run_dir, cfg)
-        if changed:
-            sys.exit(f"{name}: {run_dir} was trained with other settings ({', '.join(changed)}); give this "
-                     "comparison its own --work folder")
         print(f"== {name}: trained ({steps} updates)", flush=True)
         return
     print(f"== {name}: training to {steps} updates", flush=True)
-    api.train(cfg, run_dir)
+    api.train(api.run_config(run_dir, raw), run_dir)
     api.average(run_dir, last=4)
 
 

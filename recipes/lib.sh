@@ -81,6 +81,14 @@ iwslt17_args() {  # sets iwslt17 (--iwslt17 DIR: the IWSLT17 Zh-En dev/test sets
       *) args+=("$1"); shift ;;
     esac
   done
+  local side
+  for side in zh en; do
+    if [ -n "$iwslt17_train" ] && [ ! -f "$iwslt17_train/train.tags.zh-en.$side" ]; then
+      echo "error: --iwslt17-train $iwslt17_train has no train.tags.zh-en.$side (the IWSLT17 2017-01-trnted" \
+        "zh-en release's training talks)" >&2
+      exit 2
+    fi
+  done
 }
 
 iwslt17_folders() {  # corpus folder name, suite: sets corpus (the split's folder) and zhen_work (the suite's
@@ -91,32 +99,23 @@ iwslt17_folders() {  # corpus folder name, suite: sets corpus (the split's folde
   zhen_work="$root/work/$2$suffix"
 }
 
-iwslt17_talk_text() {  # train.tags file: its transcript lines, without the talks' metadata lines (<url>, <title>...)
-  grep -v '^[[:space:]]*<' "$1" | sed -e 's/^[[:space:]]*//' -e 's/[[:space:]]*$//'
-}
-
 iwslt17_zhen_split() {  # dev/test sets dir, output dir[, training talks dir]: the talk-disjoint split, gzipped
   # train dev2010 + tst2010-2014 without the last 300 pairs of tst2014 (the dev set), test tst2015-2017; with a
   # training talks dir (the IWSLT17 release's train.tags.zh-en.*, ~231k pairs, talks of the dev/test sets
-  # removed by the organizers), its transcripts are added to the training side
+  # removed by the organizers), its transcript pairs come first on the training side
   local iwslt17=$1 corpus=$2 train_talks=${3:-} side split
   mkdir -p "$corpus"
+  if [ -n "$train_talks" ]; then
+    "$py" "$root/recipes/iwslt17_talks.py" "$train_talks" "$corpus/train.zh" "$corpus/train.en"
+  else
+    : > "$corpus/train.zh"
+    : > "$corpus/train.en"
+  fi
   for side in zh en; do
-    : > "$corpus/train.$side"
-    if [ -n "$train_talks" ]; then
-      iwslt17_talk_text "$train_talks/train.tags.zh-en.$side" > "$corpus/train.$side"
-    fi
     zcat "$iwslt17"/{dev2010,tst2010,tst2011,tst2012,tst2013}."$side".gz >> "$corpus/train.$side"
     zcat "$iwslt17/tst2014.$side.gz" | head -n -300 >> "$corpus/train.$side"
     zcat "$iwslt17/tst2014.$side.gz" | tail -n 300 > "$corpus/valid.$side"
     zcat "$iwslt17"/{tst2015,tst2016,tst2017}."$side".gz > "$corpus/test.$side"
-  done
-  if [ "$(wc -l < "$corpus/train.zh")" != "$(wc -l < "$corpus/train.en")" ]; then
-    echo "error: $train_talks/train.tags.zh-en.zh and .en differ in transcript lines after removing the" \
-      "metadata lines; is this the IWSLT17 2017-01-trnted release?" >&2
-    exit 1
-  fi
-  for side in zh en; do
-    for split in train valid test; do gzip -f "$corpus/$split.$side"; done
+    for split in train valid test; do gzip -nf "$corpus/$split.$side"; done  # -n: the same bytes on every run
   done
 }

@@ -112,13 +112,13 @@ def test_an_alias_names_one_system_and_scores_as_a_sweep_point():
     assert compare.with_aliases({"h": 3.0}, other_names) == {"h": 3.0}  # no sweep of h_lambda: no point
 
 
-def write_corpus(folder: Path, text: str) -> dict:
-    """A suite spec whose six corpus files in ``folder`` all hold ``text``."""
+def write_corpus(folder: Path, text: str, mtime: float = 0.0) -> dict:
+    """A suite spec whose six corpus files in ``folder`` all hold ``text``, gzipped with time ``mtime``."""
     spec = {"src": "de", "tgt": "en", "splits": {"train": "train", "valid": "valid", "test": "test"}}
     folder.mkdir(parents=True, exist_ok=True)
     for split in ("train", "valid", "test"):
         for side in ("de", "en"):
-            (folder / f"{split}.{side}.gz").write_bytes(gzip.compress(text.encode()))
+            (folder / f"{split}.{side}.gz").write_bytes(gzip.compress(text.encode(), mtime=mtime))
     return spec
 
 
@@ -135,6 +135,7 @@ def test_a_prepared_data_folder_is_refused_for_another_corpus(tmp_path, monkeypa
     out = tmp_path / "work" / "data"
     out.mkdir(parents=True)
     compare.prepare(Path("prepare.yaml"), spec, tmp_path / "small", out)
+    write_corpus(tmp_path / "small", "ein Satz\n", mtime=12345.0)  # the same text, gzipped again later
     compare.prepare(Path("prepare.yaml"), spec, tmp_path / "small", out)
     assert len(calls) == 1  # the second call reuses the folder
     write_corpus(tmp_path / "full", "ein Satz\nnoch ein Satz\n")
@@ -142,15 +143,25 @@ def test_a_prepared_data_folder_is_refused_for_another_corpus(tmp_path, monkeypa
         compare.prepare(Path("prepare.yaml"), spec, tmp_path / "full", out)
 
 
-def test_a_finished_run_trained_with_other_settings_is_named_not_reused(tmp_path):
+def test_a_run_started_with_other_settings_is_named_not_resumed_or_reused(tmp_path, monkeypatch):
     from ordo.config import save_config
 
-    trained = build_config({"train": {"lr": 0.001, "threads": 1}})
-    save_config(trained, tmp_path / "config.yaml")
-    assert compare.changed_settings(tmp_path, build_config({"train": {"lr": 0.001, "threads": 2}})) == []
-    assert compare.changed_settings(tmp_path, build_config({"train": {"lr": 0.0015}})) == ["train.lr"]
-    assert compare.changed_settings(tmp_path, build_config({"model": {"d_model": 128}, "train": {"lr": 0.001}})) \
-        == ["model"]
+    suite, run_dir = tmp_path / "suite", tmp_path / "runs" / "sys"
+    suite.mkdir()
+    run_dir.mkdir(parents=True)
+    (suite / "train.yaml").write_text("train: {lr: 0.001}\n")
+    trained = merge(read_yaml(suite / "train.yaml"), parse_overrides(["data=d", "train.max_steps=10",
+                                                                       "train.clip_norm=1.0"]))
+    save_config(build_config(trained), run_dir / "config.yaml")
+    started = []
+    monkeypatch.setattr(compare.api, "train", lambda cfg, run: started.append(cfg))
+    monkeypatch.setattr(compare.api, "average", lambda run, last: None)
+    with pytest.raises(SystemExit, match=r"other settings \(train.clip_norm\)"):  # a key train.yaml leaves out
+        compare.train(suite, "sys", [], Path("d"), run_dir, 10, None, [])
+    with pytest.raises(SystemExit, match=r"other settings \(model\)"):
+        compare.train(suite, "sys", ["train.clip_norm=1.0", "model.d_model=128"], Path("d"), run_dir, 10, None, [])
+    compare.train(suite, "sys", ["train.clip_norm=1.0"], Path("d"), run_dir, 20, 2, [])  # more updates, threads
+    assert len(started) == 1 and started[0].train.max_steps == 20
 
 
 def run_zhen_split(tmp_path: Path, train_talks: Path | None) -> subprocess.CompletedProcess:
@@ -175,9 +186,10 @@ def corpus_lines(tmp_path: Path, split: str, side: str) -> list[str]:
 
 def test_the_iwslt17_split_is_talk_disjoint_and_takes_the_training_talks_without_their_metadata(tmp_path):
     assert run_zhen_split(tmp_path, None).returncode == 0
-    assert len(corpus_lines(tmp_path, "train", "zh")) == 5 * 2 + 2
-    assert len(corpus_lines(tmp_path, "valid", "en")) == 300
-    assert corpus_lines(tmp_path, "test", "zh")[0] == "tst2015 zh 1"
+    train, valid, test = (set(corpus_lines(tmp_path, split, "zh")) for split in ("train", "valid", "test"))
+    assert len(train) == 5 * 2 + 2 and len(valid) == 300 and len(test) == 3 * 2
+    assert not train & valid and not train & test and not valid & test
+    assert {line.split()[0] for line in test} == {"tst2015", "tst2016", "tst2017"}
     talks = tmp_path / "talks"
     talks.mkdir()
     for side, words in (("zh", "你好 。"), ("en", "Hello .")):
@@ -187,6 +199,7 @@ def test_the_iwslt17_split_is_talk_disjoint_and_takes_the_training_talks_without
     assert run_zhen_split(tmp_path, talks).returncode == 0
     assert corpus_lines(tmp_path, "train", "en")[:2] == ["Hello .", "dev2010 en 1"]
     assert len(corpus_lines(tmp_path, "train", "zh")) == 1 + 5 * 2 + 2
-    (talks / "train.tags.zh-en.en").write_text("Hello .\nWorld .\n", encoding="utf-8")
+    (talks / "train.tags.zh-en.en").write_text(  # one side's metadata line where the other has text
+        "<url>http://www.ted.com/talks/x</url>\nHello .\n<title>T en</title>\n World . \n", encoding="utf-8")
     failed = run_zhen_split(tmp_path, talks)
-    assert failed.returncode == 1 and "differ in transcript lines" in failed.stderr
+    assert failed.returncode == 1 and "train.tags.zh-en.zh:2" in failed.stderr and "metadata" in failed.stderr

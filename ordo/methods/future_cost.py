@@ -141,7 +141,7 @@ def future_cost_loss(output: Seq2SeqOutput, batch: Batch, sample_fraction: float
     With ``sample_fraction`` p < 1, while gradients are computed, each non-pad position is kept with probability
     p (drawn anew at every call) and only the kept ones go through the V-way output projection; their NLL sum
     divided by p·N (N: the non-pad positions) is an unbiased estimate of the mean (Horvitz-Thompson). Without
-    gradients (validation) the mean is exact.
+    gradients (evaluating a trained model) the mean is exact.
     """
     assert batch.tgt_out is not None
     positions = batch.tgt_out.ne(PAD_ID).sum().clamp(min=1)

@@ -109,9 +109,10 @@ def test_a_sampled_loss_estimates_the_exact_one_and_projects_only_its_positions(
     assert 0.2 * 320 < rows_with_gradient < 0.4 * 320
 
 
-def test_a_sample_fraction_outside_zero_to_one_is_a_configuration_error():
+@pytest.mark.parametrize("fraction", ["0", "-0.5", "1.5"])
+def test_a_sample_fraction_outside_zero_to_one_is_a_configuration_error(fraction):
     with pytest.raises(ConfigError, match="sample_fraction"):
-        tiny("model.methods.future_cost.sample_fraction=0")
+        tiny(f"model.methods.future_cost.sample_fraction={fraction}")
 
 
 def test_bad_model_number_is_a_configuration_error():
