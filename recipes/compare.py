@@ -33,7 +33,7 @@ from ordo import api
 from ordo.analysis.report import length_report, robustness_report, sweep_report, systems_report
 from ordo.cli import main as ordo
 from ordo.config import ExperimentConfig, build_config, merge, parse_overrides, read_yaml
-from ordo.textio import read_lines
+from ordo.textio import atomic_write, read_lines
 from ordo.training.checkpoint import step_checkpoints
 
 RECIPES = Path(__file__).resolve().parent
@@ -115,7 +115,8 @@ def prepare(config: Path, spec: dict, data_dir: Path, out: Path) -> None:
         args += [flag, path]
     if ordo(args) != 0:
         sys.exit("prepare failed")
-    (out / CORPUS_STAMP).write_text(yaml.safe_dump(stamp), encoding="utf-8")
+    with atomic_write(out / CORPUS_STAMP) as handle:
+        yaml.safe_dump(stamp, handle)
 
 
 def changed_settings(run_dir: Path, requested: ExperimentConfig) -> list[str]:
