@@ -41,6 +41,8 @@ def epoch_batches(
     seed: int,
     epoch: int,
     shuffle: bool = True,
+    bucket_width: int = 0,
+    sort_within: np.ndarray | None = None,
 ) -> list[np.ndarray]:
     """The batches of one epoch: bucketed by length, with a shuffled order when ``shuffle``.
 
@@ -48,6 +50,9 @@ def epoch_batches(
         src_lengths, tgt_lengths: pieces per sentence (without EOS/BOS), (N,) each; tgt may be None.
         max_tokens: padded tokens per batch (the larger side counts).
         seed, epoch: determine the tie-breaking within lengths and the batch order.
+        bucket_width: 0 sorts by size alone; N > 0 sorts by size rounded down to multiples of N, then by
+            ``sort_within``, so a batch pads that other quantity less (at the cost of padding its size a little).
+        sort_within: (N,) the secondary sort key, e.g. source lengths when batches are sized by target.
 
     Returns:
         Arrays of sentence indices, one per batch.
@@ -57,7 +62,10 @@ def epoch_batches(
         return batch_by_tokens(sizes, np.argsort(sizes, kind="stable"), max_tokens)
     rng = np.random.default_rng([seed, epoch])
     permutation = rng.permutation(len(sizes))
-    order = permutation[np.argsort(sizes[permutation], kind="stable")]
+    if bucket_width > 0 and sort_within is not None:
+        order = permutation[np.lexsort((sort_within[permutation], sizes[permutation] // bucket_width))]
+    else:
+        order = permutation[np.argsort(sizes[permutation], kind="stable")]
     batches = batch_by_tokens(sizes, order, max_tokens)
     return [batches[i] for i in rng.permutation(len(batches))]
 

@@ -52,6 +52,7 @@ class TrainConfig:
     seed: int = 1  # seeds model init, dropout and batch order
     max_tokens: int = 4096  # padded tokens per batch per process, counted on the side batch_by names
     batch_by: str = "longer"  # longer: the longer side of each pair counts | target: the target side only
+    target_bucket: int = 0  # batch_by target, N > 0: sort by source length within target buckets of N
     update_freq: int = 1  # gradient accumulation: batches per update
     max_steps: int = 0  # stop after this many updates (0: no limit)
     max_epochs: int = 0  # stop after this many epochs (0: no limit)

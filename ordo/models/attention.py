@@ -145,18 +145,18 @@ class RelationSelfAttention(SelfAttention):
         if relations is None:
             raise ValueError("RelationSelfAttention needs relation ids")
         q, k, v = self.project(x, cache)
-        scale = q.size(-1) ** -0.5
+        q = q * q.size(-1) ** -0.5
         rel_ids = relations.unsqueeze(1).expand(q.size(0), q.size(1), q.size(2), k.size(2))  # (B, H, Tq, Tk)
-        scores = torch.matmul(q, k.transpose(-1, -2))  # (B, H, Tq, Tk)
         rel_scores = torch.matmul(q, self.rel_keys.weight.t())  # (B, H, Tq, R)
-        scores = (scores + rel_scores.gather(-1, rel_ids)) * scale
-        if attn_mask is not None:
-            scores = scores.masked_fill(~attn_mask, float("-inf"))
+        # in place where autograd allows: each (B, H, Tq, Tk) pass costs as much as a matmul on CPU
+        scores = torch.matmul(q, k.transpose(-1, -2)).add_(rel_scores.gather(-1, rel_ids))  # (B, H, Tq, Tk)
+        if attn_mask is not None:  # additive, so the backward pass needs no masking pass
+            scores = scores.add_(torch.zeros(attn_mask.shape, dtype=scores.dtype, device=x.device)
+                                 .masked_fill_(~attn_mask, float("-inf")))
         if causal and q.size(2) > 1:
             future = torch.ones(q.size(2), k.size(2), dtype=torch.bool, device=x.device).triu(1)
-            scores = scores.masked_fill(future, float("-inf"))
+            scores = scores.masked_fill_(future, float("-inf"))
         weights = dropout(scores.softmax(dim=-1), self.dropout, self.training)  # (B, H, Tq, Tk)
-        binned = weights.new_zeros(weights.shape[:-1] + (self.num_relations,))  # (B, H, Tq, R)
-        binned.scatter_add_(-1, rel_ids, weights)
-        out = torch.matmul(weights, v) + torch.matmul(binned, self.rel_values.weight)  # (B, H, Tq, Dh)
+        binned = weights.new_zeros(weights.shape[:-1] + (self.num_relations,)).scatter_add_(-1, rel_ids, weights)
+        out = torch.matmul(weights, v).add_(torch.matmul(binned, self.rel_values.weight))  # (B, H, Tq, Dh)
         return self.out(merge_heads(out))

@@ -106,6 +106,9 @@ class Trainer:
         self.fields = fields
         if self.tcfg.batch_by not in BATCH_BY:
             raise ConfigError(f"train.batch_by: expected one of {', '.join(BATCH_BY)}, got {self.tcfg.batch_by!r}")
+        if self.tcfg.target_bucket < 0 or (self.tcfg.target_bucket and self.tcfg.batch_by != "target"):
+            raise ConfigError(f"train.target_bucket: a width >= 1 with train.batch_by: target, or 0; "
+                              f"got {self.tcfg.target_bucket} with batch_by {self.tcfg.batch_by}")
         self.optimizer = build_optimizer(self.model, self.tcfg)
         self.amp = amp_dtype(self.tcfg.amp, self.device)
         self.scaler = torch.amp.GradScaler(enabled=self.amp == torch.float16)
@@ -191,11 +194,13 @@ class Trainer:
         """This process's share of the epoch's batches (every world_size-th batch).
 
         ``train.batch_by: target`` sizes batches by their target tokens alone, so systems whose sources differ
-        in length (a lattice against its 1-best segmentation) see the same sentences per update.
+        in length (a lattice against its 1-best segmentation) get the same target budget per update; with
+        ``train.target_bucket: 0`` they see the same sentences, with N > 0 sources of alike length share a batch.
         """
         src, tgt = self.train_data.src.lengths, self.train_data.tgt.lengths
         if self.tcfg.batch_by == "target":  # epoch_batches sizes a pair by its first argument alone
-            batches = epoch_batches(tgt, None, self.tcfg.max_tokens, self.tcfg.seed, epoch)
+            batches = epoch_batches(tgt, None, self.tcfg.max_tokens, self.tcfg.seed, epoch,
+                                    bucket_width=self.tcfg.target_bucket, sort_within=src)
         else:
             batches = epoch_batches(src, tgt, self.tcfg.max_tokens, self.tcfg.seed, epoch)
         usable = len(batches) - len(batches) % self.dist.world_size

@@ -142,6 +142,11 @@ def test_batch_by_target_fills_batches_with_target_tokens_only(small_data, tmp_p
     assert all(len(b) == 1 or len(b) * (np.maximum(src, tgt)[b].max() + 1) <= 200 for b in longer_batches)
 
 
+def test_target_bucket_needs_batch_by_target(small_data, tmp_path):
+    with pytest.raises(ConfigError, match="train.target_bucket: a width >= 1 with train.batch_by: target"):
+        make_trainer(small_data, tmp_path, "train.target_bucket=4")
+
+
 def test_unknown_batch_by_is_a_config_error(small_data, tmp_path):
     with pytest.raises(ConfigError, match="train.batch_by: expected one of longer, target, got 'source'"):
         make_trainer(small_data, tmp_path, "train.batch_by=source")

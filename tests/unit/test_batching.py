@@ -29,6 +29,30 @@ def test_same_seed_epoch_same_batches_other_epoch_differs():
     assert not all(np.array_equal(x, y) for x, y in zip(a, c))
 
 
+def padded_source(batches, src):
+    return sum(len(b) * (src[b].max() + 1) for b in batches)
+
+
+def test_target_buckets_sorted_by_source_pad_the_source_less_within_the_target_budget():
+    rng = np.random.default_rng(3)
+    tgt = rng.integers(1, 40, 2000)
+    src = tgt * 2 + rng.integers(0, 60, 2000)  # lattice-like sources: longer, loosely tied to the target
+    plain = epoch_batches(tgt, None, 600, seed=1, epoch=1)
+    bucketed = epoch_batches(tgt, None, 600, seed=1, epoch=1, bucket_width=4, sort_within=src)
+    assert sorted(np.concatenate(bucketed).tolist()) == list(range(2000))
+    assert all(len(b) == 1 or len(b) * (tgt[b].max() + 1) <= 600 for b in bucketed)
+    assert padded_source(bucketed, src) < 0.8 * padded_source(plain, src)
+    again = epoch_batches(tgt, None, 600, seed=1, epoch=1, bucket_width=4, sort_within=src)
+    assert all(np.array_equal(x, y) for x, y in zip(bucketed, again))  # a resumed run rebuilds the same list
+
+
+def test_bucket_width_zero_keeps_the_size_order():
+    src, tgt = lengths()
+    plain = epoch_batches(tgt, None, 300, seed=1, epoch=1)
+    unbucketed = epoch_batches(tgt, None, 300, seed=1, epoch=1, bucket_width=0, sort_within=src)
+    assert all(np.array_equal(x, y) for x, y in zip(plain, unbucketed))
+
+
 def test_oversized_sentence_gets_its_own_batch():
     batches = epoch_batches(np.array([3, 100, 4]), None, 50, 1, 1, shuffle=False)
     assert [b.tolist() for b in batches] == [[0, 2], [1]]

@@ -1,0 +1,113 @@
+"""Training speed of a suite's systems on its real prepared data, against the first system, in one process.
+
+methods_speed.py times lattice attention on synthetic batches of one length; this benchmark times what a recipe
+run does: each system's own batches of the real corpus (its ``train.yaml`` batching, e.g. ``target_bucket``),
+the forward and backward passes, the auxiliary losses and the Adam step, with the recipe's model. The systems
+take turns in interleaved rounds of ``--updates`` updates each, so drift on the machine affects all of them
+alike; each round's target tokens per second are recorded and the median over rounds is reported, with its
+ratio to the first system's.
+
+The data folders are the ones ``recipes/compare.py`` prepared under ``--work`` (run the recipe, or at least its
+prepare step, first). Nothing is written under ``--work``.
+
+usage: python bench/lattice_train_speed.py --suite zhen_lattice --work work/zhenlattice
+           [--systems onebest_jieba,lattice,lattice_lsa,lattice_lpe_lsa] [--rounds 5] [--updates 20]
+           [--set KEY=VALUE ...] [--out bench/lattice_train_speed.md]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import torch
+
+from ordo.api import build_for_data
+from ordo.config import build_config, merge, parse_overrides, read_yaml
+from ordo.data import DataMeta
+from ordo.textio import atomic_write
+from ordo.training.trainer import Trainer
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "recipes"))
+import compare  # (recipes/compare.py: where a suite's systems keep their data)
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--suite", required=True, help="folder of recipes/ with train.yaml and systems.yaml")
+    parser.add_argument("--work", type=Path, required=True, help="the recipe's work folder (prepared data)")
+    parser.add_argument("--systems", default="onebest_jieba,lattice,lattice_lsa,lattice_lpe_lsa",
+                        help="comma-separated names from systems.yaml; the first is the reference")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--updates", type=int, default=20, help="updates per system per round")
+    parser.add_argument("--set", dest="common", action="append", default=[], metavar="KEY=VALUE",
+                        help="override for every system (e.g. model.d_model=128)")
+    parser.add_argument("--out", type=Path, default=ROOT / "bench" / "lattice_train_speed.md")
+    return parser.parse_args()
+
+
+def make_trainer(suite: Path, work: Path, name: str, entry: object, common: list[str], scratch: Path) -> Trainer:
+    """A fresh trainer for one system, configured as ``recipes/compare.py`` would train it."""
+    prepare_file, overrides = compare.system_entry(name, entry)
+    data = compare.data_folder(work, prepare_file)
+    if not (data / "data.yaml").exists():
+        sys.exit(f"{name}: {data} is not prepared; run recipes/compare.py for suite {suite.name} first")
+    raw = merge(read_yaml(suite / "train.yaml"), parse_overrides([f"data={data}", *common, *overrides]))
+    cfg = build_config(raw, str(suite / "train.yaml"))
+    torch.manual_seed(cfg.train.seed)
+    built = build_for_data(cfg, DataMeta.load(data))
+    return Trainer(built.model, cfg, scratch / name, built.losses, built.fields)
+
+
+def timed_round(trainer: Trainer, updates, count: int) -> float:
+    """Target tokens per second over ``count`` full updates."""
+    stats: dict[str, float] = defaultdict(float)
+    start = time.perf_counter()
+    for _ in range(count):
+        trainer.train_step(next(updates), stats)
+    return stats["tokens"] / (time.perf_counter() - start)
+
+
+def main() -> None:
+    args = parse_args()
+    suite = compare.RECIPES / args.suite
+    entries = read_yaml(suite / "systems.yaml")
+    names = args.systems.split(",")
+    unknown = [name for name in names if name not in entries]
+    if unknown:
+        sys.exit(f"unknown systems {unknown}; {suite / 'systems.yaml'} has {sorted(entries)}")
+    with tempfile.TemporaryDirectory() as scratch:
+        trainers = {name: make_trainer(suite, args.work, name, entries[name], args.common, Path(scratch))
+                    for name in names}
+        torch.set_num_threads(trainers[names[0]].tcfg.threads)
+        streams = {name: trainer.updates() for name, trainer in trainers.items()}
+        for name in names:  # warm-up: allocator and first-call costs
+            timed_round(trainers[name], streams[name], 2)
+        speeds: dict[str, list[float]] = {name: [] for name in names}
+        for _ in range(args.rounds):
+            for name in names:
+                speeds[name].append(timed_round(trainers[name], streams[name], args.updates))
+    medians = {name: statistics.median(values) for name, values in speeds.items()}
+    reference = medians[names[0]]
+    command = "python bench/lattice_train_speed.py " + " ".join(sys.argv[1:])
+    lines = [f"command: `{command}`",
+             (f"torch {torch.__version__}, {torch.get_num_threads()} threads; medians of {args.rounds} interleaved "
+              f"rounds of {args.updates} updates on each system's own batches of the prepared corpus"), "",
+             f"| system | train tgt tok/s | vs {names[0]} | rounds (tgt tok/s) |", "|---|---:|---:|---|"]
+    for name in names:
+        rounds = ", ".join(f"{value:.0f}" for value in speeds[name])
+        lines.append(f"| {name} | {medians[name]:.0f} | {medians[name] / reference:.3f} | {rounds} |")
+    text = "\n".join(lines) + "\n"
+    with atomic_write(args.out) as handle:
+        handle.write(text)
+    print(text)
+
+
+if __name__ == "__main__":
+    main()
