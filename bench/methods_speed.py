@@ -50,6 +50,8 @@ SYSTEMS = {
     "future_cost_2": ["model.methods.future_cost.model=2"],
     "future_cost_1_sampled": ["model.methods.future_cost.model=1", "model.methods.future_cost.sample_fraction=0.1"],
     "future_cost_2_sampled": ["model.methods.future_cost.model=2", "model.methods.future_cost.sample_fraction=0.1"],
+    "future_cost_1_sampled20": ["model.methods.future_cost.model=1", "model.methods.future_cost.sample_fraction=0.2"],
+    "future_cost_2_sampled20": ["model.methods.future_cost.model=2", "model.methods.future_cost.sample_fraction=0.2"],
     "lattice": [],  # systems named lattice* train on lattice sources (make_lattice_batch)
     "lattice_lpe": ["model.methods.lattice_pe={}"],
     "lattice_lsa": ["model.methods.lattice_attn={}"],
