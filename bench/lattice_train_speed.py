@@ -30,12 +30,12 @@ import torch
 from ordo.api import build_for_data
 from ordo.config import build_config, merge, parse_overrides, read_yaml
 from ordo.data import DataMeta
-from ordo.textio import atomic_write
 from ordo.training.trainer import Trainer
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "recipes"))
 import compare  # (recipes/compare.py: where a suite's systems keep their data)
+from methods_speed import write_report  # (bench/methods_speed.py, beside this file)
 
 
 def parse_args() -> argparse.Namespace:
@@ -103,10 +103,7 @@ def main() -> None:
     for name in names:
         rounds = ", ".join(f"{value:.0f}" for value in speeds[name])
         lines.append(f"| {name} | {medians[name]:.0f} | {medians[name] / reference:.3f} | {rounds} |")
-    text = "\n".join(lines) + "\n"
-    with atomic_write(args.out) as handle:
-        handle.write(text)
-    print(text)
+    write_report(lines, args.out)
 
 
 if __name__ == "__main__":

@@ -65,6 +65,14 @@ TRANSFORMER_SYSTEMS = [name for name in SYSTEMS if not name.startswith(("rnn", "
 VOCAB, BATCH, LENGTH, BEAM, OUT_TOKENS = 8000, 160, 25, 5, 30
 
 
+def write_report(lines: list[str], out: Path) -> None:
+    """Write a benchmark's Markdown report atomically and print it."""
+    text = "\n".join(lines) + "\n"
+    with atomic_write(out) as handle:
+        handle.write(text)
+    print(text)
+
+
 def make_model(overrides: list[str]) -> tuple[torch.nn.Module, list]:
     cfg = load_config(None, ["model.preset=small", "model.dropout=0.1", *overrides]).model
     torch.manual_seed(0)
@@ -171,10 +179,7 @@ def main() -> None:
         t, d = statistics.median(train[name]), statistics.median(decode[name])
         lines.append(f"| {name} | {count_parameters(models[name][0]):,} | {t:.0f} | {t / base_train:.3f} | "
                      f"{d:.1f} | {d / base_decode:.3f} |")
-    text = "\n".join(lines) + "\n"
-    with atomic_write(args.out) as handle:
-        handle.write(text)
-    print(text)
+    write_report(lines, args.out)
 
 
 if __name__ == "__main__":
