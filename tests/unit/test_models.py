@@ -86,6 +86,26 @@ def test_relation_attention_equals_hand_computation_and_plain_when_zero():
     assert torch.allclose(attn(x, mask, relations=relations), plain(x, mask), atol=1e-5)
 
 
+def test_relation_attention_with_padding_matches_hand_computation_in_value_and_gradient():
+    torch.manual_seed(1)
+    attn = RelationSelfAttention(dim=8, heads=2, num_relations=4).train()
+    relations = torch.randint(0, 4, (2, 5, 5))
+    pad = torch.tensor([[False] * 5, [False, False, False, True, True]])
+    x = torch.randn(2, 5, 8, requires_grad=True)
+    x_ref = x.detach().clone().requires_grad_(True)
+    got = attn(x, key_padding_to_attn_mask(pad), relations=relations)
+    got.pow(2).sum().backward()
+    q, k, v = (t.view(2, 5, 2, 4).transpose(1, 2) for t in attn.qkv(x_ref).chunk(3, dim=-1))  # (B, H, T, Dh)
+    ak, av = attn.rel_keys.weight[relations], attn.rel_values.weight[relations]  # (B, T, T, Dh)
+    scores = (torch.einsum("bhad,bhcd->bhac", q, k)
+              + torch.einsum("bhad,bacd->bhac", q, ak)) / 2.0
+    alpha = scores.masked_fill(pad[:, None, None, :], float("-inf")).softmax(-1)
+    out = torch.einsum("bhac,bhcd->bhad", alpha, v) + torch.einsum("bhac,bacd->bhad", alpha, av)
+    expected = attn.out(out.transpose(1, 2).reshape(2, 5, 8))
+    expected.pow(2).sum().backward()
+    assert torch.allclose(got, expected, atol=1e-5) and torch.allclose(x.grad, x_ref.grad, atol=1e-5)
+
+
 def test_relation_attention_gradients_reach_relation_tables():
     attn = RelationSelfAttention(dim=8, heads=2, num_relations=5)
     attn(torch.randn(2, 3, 8), relations=torch.randint(0, 5, (1, 3, 3))).sum().backward()
