@@ -217,7 +217,7 @@ def beam_search(
         state = model.init_state(model.encode(batch))
         num_sentences = batch.src_tokens.size(0)
         device = batch.src_tokens.device
-        state.reorder(torch.arange(num_sentences, device=device).repeat_interleave(beam_size))  # (B*K) rows
+        state.repeat_rows(beam_size)  # (B*K) rows
         max_lens = max_output_lengths(batch.src_lengths, max_len_a, max_len_b, model.max_output_tokens).to(device)
         num_finished = torch.zeros(num_sentences, dtype=torch.long, device=device)  # (B,)
         finished: list[list[Hypothesis]] = [[] for _ in range(num_sentences)]

@@ -24,6 +24,25 @@ def merge_heads(x: torch.Tensor) -> torch.Tensor:
     return x.transpose(1, 2).reshape(batch, length, heads * head_dim)  # (B, T, D)
 
 
+def group_queries(q: torch.Tensor, group: int) -> torch.Tensor:
+    """(B*G, H, T, Dh) -> (B, H, G*T, Dh): the queries of G consecutive rows as one row's queries."""
+    if group == 1:
+        return q
+    rows, heads, length, head_dim = q.shape
+    grouped = q.view(rows // group, group, heads, length, head_dim).transpose(1, 2)  # (B, H, G, T, Dh)
+    return grouped.reshape(rows // group, heads, group * length, head_dim)
+
+
+def ungroup_queries(out: torch.Tensor, group: int) -> torch.Tensor:
+    """(B, H, G*T, Dh) -> (B*G, H, T, Dh), the inverse of :func:`group_queries`."""
+    if group == 1:
+        return out
+    batch, heads, grouped_length, head_dim = out.shape
+    length = grouped_length // group
+    ungrouped = out.view(batch, heads, group, length, head_dim).transpose(1, 2)  # (B, G, H, T, Dh)
+    return ungrouped.reshape(batch * group, heads, length, head_dim)
+
+
 def key_padding_to_attn_mask(pad_mask: torch.Tensor | None) -> torch.Tensor | None:
     """(B, S) True-at-padding -> (B, 1, 1, S) True-where-attention-is-allowed, the SDPA convention."""
     return None if pad_mask is None else ~pad_mask[:, None, None, :]
@@ -99,8 +118,14 @@ class CrossAttention(nn.Module):
         attn_mask: torch.Tensor | None,
         cache: dict[str, torch.Tensor] | None = None,
     ) -> torch.Tensor:
-        """Attend queries ``x`` (B, T, D) to ``memory`` (B, S, D) under ``attn_mask`` (B, 1, 1, S)."""
-        q = split_heads(self.q(x), self.heads)  # (B, H, T, Dh)
+        """Attend queries ``x`` (R, T, D) to ``memory`` (B, S, D) under ``attn_mask`` (B, 1, 1, S).
+
+        R is B times a group size G: query rows ``i * G`` to ``(i + 1) * G - 1`` all attend to memory row ``i``
+        (beam search's hypotheses of one sentence, see :class:`~ordo.models.outputs.DecoderState`); they are
+        stacked as G * T queries of that row, so the keys and values are read once per sentence.
+        """
+        group = x.size(0) // memory.size(0)
+        q = group_queries(split_heads(self.q(x), self.heads), group)  # (B, H, G*T, Dh)
         if cache is not None and "src_k" in cache:
             k, v = cache["src_k"], cache["src_v"]
         else:
@@ -110,8 +135,8 @@ class CrossAttention(nn.Module):
                 cache["src_k"], cache["src_v"] = k, v
         out = F.scaled_dot_product_attention(
             q, k, v, attn_mask=attn_mask, dropout_p=self.dropout if self.training else 0.0
-        )  # (B, H, T, Dh)
-        return self.out(merge_heads(out))
+        )  # (B, H, G*T, Dh)
+        return self.out(merge_heads(ungroup_queries(out, group)))
 
 
 class RelationSelfAttention(SelfAttention):

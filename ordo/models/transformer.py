@@ -235,8 +235,9 @@ class TransformerModel(nn.Module):
         return self.encoder(batch)
 
     def init_state(self, encoder_out: EncoderOutput) -> DecoderState:
-        """Empty per-layer caches; the first :meth:`decode_step` fills the encoder keys/values."""
-        return DecoderState(encoder_out, caches=[{} for _ in self.decoder.layers])
+        """Empty per-layer caches; the first :meth:`decode_step` fills the encoder keys/values. Cross-attention
+        reads the source side through row groups, so beam hypotheses share it (``shares_source``)."""
+        return DecoderState(encoder_out, caches=[{} for _ in self.decoder.layers], shares_source=True)
 
     def decode_step(self, prev_tokens: torch.Tensor, state: DecoderState) -> torch.Tensor:
         """Logits (B, V) of the next token after ``prev_tokens`` (B,), using and extending the caches."""
