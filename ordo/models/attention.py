@@ -124,7 +124,9 @@ class CrossAttention(nn.Module):
         (beam search's hypotheses of one sentence, see :class:`~ordo.models.outputs.DecoderState`); they are
         stacked as G * T queries of that row, so the keys and values are read once per sentence.
         """
-        group = x.size(0) // memory.size(0)
+        group, uneven = divmod(x.size(0), memory.size(0))
+        if uneven or not group:
+            raise ValueError(f"{x.size(0)} query rows do not make groups over {memory.size(0)} memory rows")
         q = group_queries(split_heads(self.q(x), self.heads), group)  # (B, H, G*T, Dh)
         if cache is not None and "src_k" in cache:
             k, v = cache["src_k"], cache["src_v"]

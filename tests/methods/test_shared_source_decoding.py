@@ -8,6 +8,7 @@ import torch
 from model_helpers import tiny, toy_batch
 
 from ordo.decoding.search import beam_search
+from ordo.models.attention import CrossAttention
 from ordo.models.outputs import DecoderState, EncoderOutput, Seq2SeqModel
 
 
@@ -76,3 +77,15 @@ def test_state_without_sharing_copies_the_source_side():
     assert state.rows_per_source == 1 and state.batch_size == 4
     assert state.caches[0]["src_k"].flatten().tolist() == [10.0, 10.0, 11.0, 11.0]
     assert state.encoder.states.flatten().tolist() == [0.0, 0.0, 1.0, 1.0]
+
+
+def test_cross_attention_groups_equal_a_copy_per_row_and_refuse_uneven_rows():
+    torch.manual_seed(0)
+    attention = CrossAttention(8, 2).eval()
+    memory, queries = torch.randn(2, 4, 8), torch.randn(6, 2, 8)
+    mask = torch.tensor([[True] * 4, [True, True, False, False]])[:, None, None, :]
+    grouped = attention(queries, memory, mask)
+    copied = attention(queries, memory.repeat_interleave(3, 0), mask.repeat_interleave(3, 0))
+    assert torch.allclose(grouped, copied, atol=1e-6)
+    with pytest.raises(ValueError, match="groups"):
+        attention(queries[:5], memory, mask)
