@@ -5,6 +5,8 @@ lattice relations.
 
 from __future__ import annotations
 
+import bisect
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -141,6 +143,34 @@ class CrossAttention(nn.Module):
         return self.out(merge_heads(ungroup_queries(out, group)))
 
 
+def prefix_lengths(attn_mask: torch.Tensor) -> torch.Tensor | None:
+    """The number of keys each row may attend, (B,), when ``attn_mask`` (B, 1, 1, S) allows exactly a prefix of
+    the keys in every row (padding at the end); None for any other mask."""
+    lengths = attn_mask.sum(dim=-1).view(-1)  # (B,)
+    positions = torch.arange(attn_mask.size(-1), device=attn_mask.device)
+    if not torch.equal(positions[None, :] < lengths[:, None], attn_mask.view(lengths.size(0), -1)):
+        return None
+    return lengths
+
+
+def length_groups(lengths: torch.Tensor, ratio: float) -> list[tuple[torch.Tensor, int]]:
+    """Rows grouped by length for attention without most of the padding: from the longest row down, a group
+    takes every row longer than its longest row's length / ``ratio``.
+
+    Returns:
+        (row indices, the group's longest length) pairs, longest group first.
+    """
+    sorted_lengths, order = lengths.sort()
+    values = sorted_lengths.tolist()
+    groups, end = [], len(values)
+    while end > 0:
+        longest = values[end - 1]
+        start = min(bisect.bisect_right(values, longest / ratio, 0, end), end - 1)
+        groups.append((order[start:end], int(longest)))
+        end = start
+    return groups
+
+
 class RelationSelfAttention(SelfAttention):
     """Self-attention with relation embeddings on keys and values, shared by all heads (Shaw et al. 2018):
 
@@ -149,7 +179,14 @@ class RelationSelfAttention(SelfAttention):
     ``relations`` holds r(a, b) as ids in [0, num_relations). The relation terms are computed per relation,
     not per pair: q @ a^K^T gives (B, H, T, R) scores that are gathered by id, and attention weights are
     summed into relation bins before multiplying by a^V, so memory grows with T*R rather than T*T*Dh.
+
+    The (B, H, T, T) work grows with the square of the padded length, so over a key-padding mask (the encoder)
+    the rows are attended in groups of similar length (:func:`length_groups`, longest/shortest <= GROUP_RATIO),
+    each cut to its own longest row; padded query positions then output zeros, and the rows' real positions
+    get what the whole padded batch gives them.
     """
+
+    GROUP_RATIO = 1.3  # on IWSLT17 Zh lattice batches: 1.2x the unpadded T^2 work (2.65x padded), 2.4 groups
 
     def __init__(self, dim: int, heads: int, num_relations: int, dropout: float = 0.0) -> None:
         super().__init__(dim, heads, dropout)
@@ -173,17 +210,58 @@ class RelationSelfAttention(SelfAttention):
             raise ValueError("RelationSelfAttention needs relation ids")
         q, k, v = self.project(x, cache)
         q = q * q.size(-1) ** -0.5
+        lengths = prefix_lengths(attn_mask) if attn_mask is not None and cache is None and not causal else None
+        if attn_mask is not None and lengths is not None:
+            out = self.attend_by_length(q, k, v, relations, attn_mask, lengths)
+        else:
+            out = self.attend(q, k, v, relations, attn_mask, causal)
+        return self.out(merge_heads(out))
+
+    def attend_by_length(
+        self,
+        q: torch.Tensor,
+        k: torch.Tensor,
+        v: torch.Tensor,
+        relations: torch.Tensor,
+        attn_mask: torch.Tensor,
+        lengths: torch.Tensor,
+    ) -> torch.Tensor:
+        """:meth:`attend` over groups of rows of similar ``lengths``, each cut to its longest row; (B, H, T, Dh)
+        with zeros at the padded query positions."""
+        groups = length_groups(lengths, self.GROUP_RATIO)
+        if len(groups) == 1 and groups[0][1] == q.size(2):
+            return self.attend(q, k, v, relations, attn_mask, causal=False)
+        out = q.new_zeros(q.shape)
+        for rows, length in groups:
+            group_relations = relations[:, :length, :length]
+            if group_relations.size(0) > 1:
+                group_relations = group_relations[rows]
+            out[rows, :, :length] = self.attend(
+                q[rows, :, :length], k[rows, :, :length], v[rows, :, :length], group_relations,
+                attn_mask[rows, ..., :length], causal=False,
+            )
+        return out
+
+    def attend(
+        self,
+        q: torch.Tensor,
+        k: torch.Tensor,
+        v: torch.Tensor,
+        relations: torch.Tensor,
+        attn_mask: torch.Tensor | None,
+        causal: bool,
+    ) -> torch.Tensor:
+        """Eq. 3-4 for scaled queries ``q`` (B, H, Tq, Dh), keys and values (B, H, Tk, Dh): (B, H, Tq, Dh)."""
         rel_ids = relations.unsqueeze(1).expand(q.size(0), q.size(1), q.size(2), k.size(2))  # (B, H, Tq, Tk)
         rel_scores = torch.matmul(q, self.rel_keys.weight.t())  # (B, H, Tq, R)
         # in place where autograd allows: each (B, H, Tq, Tk) pass costs as much as a matmul on CPU
         scores = torch.matmul(q, k.transpose(-1, -2)).add_(rel_scores.gather(-1, rel_ids))  # (B, H, Tq, Tk)
         if attn_mask is not None:  # additive, so the backward pass needs no masking pass
-            scores = scores.add_(torch.zeros(attn_mask.shape, dtype=scores.dtype, device=x.device)
+            scores = scores.add_(torch.zeros(attn_mask.shape, dtype=scores.dtype, device=q.device)
                                  .masked_fill_(~attn_mask, float("-inf")))
         if causal and q.size(2) > 1:
-            future = torch.ones(q.size(2), k.size(2), dtype=torch.bool, device=x.device).triu(1)
+            future = torch.ones(q.size(2), k.size(2), dtype=torch.bool, device=q.device).triu(1)
             scores = scores.masked_fill_(future, float("-inf"))
         weights = dropout(scores.softmax(dim=-1), self.dropout, self.training)  # (B, H, Tq, Tk)
         binned = weights.new_zeros(weights.shape[:-1] + (self.num_relations,)).scatter_add_(-1, rel_ids, weights)
-        out = torch.matmul(weights, v).add_(torch.matmul(binned, self.rel_values.weight))  # (B, H, Tq, Dh)
-        return self.out(merge_heads(out))
+        return torch.matmul(weights, v).add_(torch.matmul(binned, self.rel_values.weight))  # (B, H, Tq, Dh)

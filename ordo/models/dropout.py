@@ -2,21 +2,40 @@
 
 from __future__ import annotations
 
+import math
+
 import torch
 import torch.nn.functional as F
+
+MASK_LEVELS = 1 << 16  # the CPU mask compares 16-bit random integers: p is rounded to a multiple of 1 / 65536
+
+
+def keep_mask(shape: torch.Size, p: float) -> tuple[torch.Tensor, float]:
+    """A bool mask of ``shape`` (True = kept) and its keep probability, from 16 random bits per element.
+
+    Each element drops with probability p_q = round(p · 65536) / 65536 (|p_q - p| <= 2^-17): the 64 random
+    bits of one full-range int64 draw are read as four int16 levels, and a level below the p_q quantile drops.
+    A quarter of the draws of one uniform float per element: ~10 ms against ~34 ms for ``rand >= p`` at 9M
+    elements (2 threads).
+    """
+    numel = math.prod(shape)
+    bits = torch.empty((numel + 3) // 4, dtype=torch.int64).random_(-(2**63), None)  # 64 random bits each
+    levels = bits.view(torch.int16)[:numel].view(shape)  # uniform over [-32768, 32767]
+    drop_levels = round(p * MASK_LEVELS)
+    return levels >= drop_levels - MASK_LEVELS // 2, 1.0 - drop_levels / MASK_LEVELS
 
 
 def dropout(x: torch.Tensor, p: float, training: bool) -> torch.Tensor:
     """Inverted dropout (Srivastava et al. 2014): each element is zeroed with probability ``p`` and the rest
     are scaled by 1 / (1 - p), so the expectation is ``x``; the identity when not ``training`` or ``p`` is 0.
 
-    On the CPU the mask is ``rand >= p`` over uniform floats, about twice as fast forward and backward as
-    ``F.dropout``'s ``bernoulli_`` at a (4000, 256) activation (8.3-10.9 ms against 5.2 ms, 2 threads), ~4% of a
-    training step of the bench shape; on other devices it is ``F.dropout`` (a fused kernel).
+    On the CPU the mask is :func:`keep_mask` (p rounded to a multiple of 1/65536, the scale from the rounded
+    p, so the expectation stays ``x`` exactly): ~1.5x faster forward and backward than a ``rand >= p`` mask and
+    ~2-3x faster than ``F.dropout``'s ``bernoulli_``; on other devices it is ``F.dropout`` (a fused kernel).
     """
     if not training or p == 0.0:
         return x
-    if x.device.type != "cpu" or p >= 1.0:
+    if x.device.type != "cpu" or round(p * MASK_LEVELS) >= MASK_LEVELS:
         return F.dropout(x, p, True)
-    mask = (torch.rand(x.shape, dtype=torch.float32) >= p).to(x.dtype).mul_(1.0 / (1.0 - p))
-    return x * mask
+    keep, keep_prob = keep_mask(x.shape, p)
+    return x * keep.to(x.dtype).mul_(1.0 / keep_prob)

@@ -1,9 +1,9 @@
-"""ordo.models.dropout: inverted dropout with a uniform-float mask on the CPU."""
+"""ordo.models.dropout: inverted dropout with a 16-bit random mask on the CPU."""
 
 import pytest
 import torch
 
-from ordo.models.dropout import dropout
+from ordo.models.dropout import MASK_LEVELS, dropout, keep_mask
 
 
 @pytest.mark.parametrize("p", [0.1, 0.3])
@@ -13,7 +13,8 @@ def test_drops_a_fraction_p_and_scales_the_rest_so_the_mean_is_kept(p: float) ->
     out = dropout(x, p, training=True)
     dropped = out.eq(0)
     assert dropped.float().mean().item() == pytest.approx(p, abs=0.005)
-    torch.testing.assert_close(out[~dropped], x[~dropped] / (1 - p))
+    rounded_p = round(p * MASK_LEVELS) / MASK_LEVELS  # the mask's drop probability
+    torch.testing.assert_close(out[~dropped], x[~dropped] / (1 - rounded_p))
     assert out.mean().item() == pytest.approx(x.mean().item(), rel=0.01)
 
 
@@ -23,7 +24,7 @@ def test_gradient_is_the_scaled_mask_and_eval_is_the_identity() -> None:
     out = dropout(x, 0.2, training=True)
     out.sum().backward()
     assert x.grad is not None
-    torch.testing.assert_close(x.grad, out.ne(0).float() / 0.8)
+    torch.testing.assert_close(x.grad, out.ne(0).float() / (1 - round(0.2 * MASK_LEVELS) / MASK_LEVELS))
     assert dropout(x, 0.2, training=False) is x
     assert dropout(x, 0.0, training=True) is x
     assert dropout(x, 1.0, training=True).abs().sum() == 0
@@ -35,3 +36,17 @@ def test_same_seed_same_mask_in_bf16() -> None:
     first = dropout(x, 0.5, training=True)
     torch.manual_seed(3)
     assert torch.equal(first, dropout(x, 0.5, training=True)) and first.dtype == torch.bfloat16
+
+
+def test_mask_levels_are_uniform_in_every_slot_of_the_random_words() -> None:
+    torch.manual_seed(4)
+    keep, keep_prob = keep_mask(torch.Size([4 * 50_000 + 3]), 0.25)  # not a multiple of 4: the tail is cut
+    assert keep.shape == (200_003,) and keep_prob == 0.75
+    for slot in range(4):  # the 4 int16 levels read from one int64 draw: each drops a quarter
+        assert (~keep[slot:200_000:4]).float().mean().item() == pytest.approx(0.25, abs=0.006)
+
+
+def test_keep_probability_rounds_p_to_the_mask_resolution() -> None:
+    _, keep_prob = keep_mask(torch.Size([8]), 0.1)
+    assert keep_prob == 1 - 6554 / 65536
+    assert keep_mask(torch.Size([1000]), 1e-7)[0].all()  # below half a level: nothing drops

@@ -1,11 +1,20 @@
 """Baseline Transformer: shapes, masking, incremental decoding equals a full pass, Shaw attention."""
 
+import pytest
 import torch
 
 from ordo.batch import Batch
 from ordo.build import build_model, count_parameters
 from ordo.config import load_config
-from ordo.models.attention import RelationSelfAttention, SelfAttention, key_padding_to_attn_mask
+from ordo.models.attention import (
+    RelationSelfAttention,
+    SelfAttention,
+    key_padding_to_attn_mask,
+    length_groups,
+    merge_heads,
+    prefix_lengths,
+    split_heads,
+)
 from ordo.models.embeddings import sinusoidal_table
 
 
@@ -83,7 +92,7 @@ def test_relation_attention_equals_hand_computation_and_plain_when_zero():
         attn.rel_keys.weight.zero_()
         attn.rel_values.weight.zero_()
     mask = key_padding_to_attn_mask(torch.tensor([[False, False, False, True]]))
-    assert torch.allclose(attn(x, mask, relations=relations), plain(x, mask), atol=1e-5)
+    assert torch.allclose(attn(x, mask, relations=relations)[:, :3], plain(x, mask)[:, :3], atol=1e-5)
 
 
 def test_relation_attention_with_padding_matches_hand_computation_in_value_and_gradient():
@@ -93,8 +102,9 @@ def test_relation_attention_with_padding_matches_hand_computation_in_value_and_g
     pad = torch.tensor([[False] * 5, [False, False, False, True, True]])
     x = torch.randn(2, 5, 8, requires_grad=True)
     x_ref = x.detach().clone().requires_grad_(True)
+    real = ~pad[:, :, None]  # padded query positions output zeros (rows are attended by length)
     got = attn(x, key_padding_to_attn_mask(pad), relations=relations)
-    got.pow(2).sum().backward()
+    got.mul(real).pow(2).sum().backward()
     q, k, v = (t.view(2, 5, 2, 4).transpose(1, 2) for t in attn.qkv(x_ref).chunk(3, dim=-1))  # (B, H, T, Dh)
     ak, av = attn.rel_keys.weight[relations], attn.rel_values.weight[relations]  # (B, T, T, Dh)
     scores = (torch.einsum("bhad,bhcd->bhac", q, k)
@@ -102,8 +112,45 @@ def test_relation_attention_with_padding_matches_hand_computation_in_value_and_g
     alpha = scores.masked_fill(pad[:, None, None, :], float("-inf")).softmax(-1)
     out = torch.einsum("bhac,bhcd->bhad", alpha, v) + torch.einsum("bhac,bacd->bhad", alpha, av)
     expected = attn.out(out.transpose(1, 2).reshape(2, 5, 8))
-    expected.pow(2).sum().backward()
-    assert torch.allclose(got, expected, atol=1e-5) and torch.allclose(x.grad, x_ref.grad, atol=1e-5)
+    expected.mul(real).pow(2).sum().backward()
+    assert torch.allclose(got * real, expected * real, atol=1e-5) and torch.allclose(x.grad, x_ref.grad, atol=1e-5)
+
+
+def test_length_groups_keep_rows_within_the_ratio_of_their_longest():
+    lengths = torch.tensor([3, 10, 4, 9, 13, 2, 12])
+    groups = [(rows.tolist(), longest) for rows, longest in length_groups(lengths, 1.3)]
+    assert groups == [([6, 4], 13), ([3, 1], 10), ([2], 4), ([0], 3), ([5], 2)]  # 13 / 1.3 = 10 is not > 10
+    assert sorted(row for rows, _ in groups for row in rows) == list(range(7))
+
+
+def test_prefix_lengths_only_for_masks_that_pad_at_the_end():
+    mask = key_padding_to_attn_mask(torch.tensor([[False, False, True], [False, False, False]]))
+    assert prefix_lengths(mask).tolist() == [2, 3]
+    assert prefix_lengths(key_padding_to_attn_mask(torch.tensor([[True, False, False]]))) is None
+
+
+@pytest.mark.parametrize("relation_rows", [8, 1])  # per sentence (lattices) or shared (relative positions)
+def test_relation_attention_by_length_groups_equals_the_whole_padded_batch(relation_rows: int):
+    torch.manual_seed(2)
+    attn = RelationSelfAttention(dim=8, heads=2, num_relations=4).eval()
+    lengths = torch.tensor([2, 11, 5, 12, 7, 3, 12, 9])
+    pad = torch.arange(12)[None, :] >= lengths[:, None]
+    mask, real = key_padding_to_attn_mask(pad), ~pad[:, :, None]
+    relations = torch.randint(0, 4, (relation_rows, 12, 12))
+    assert len(length_groups(lengths, attn.GROUP_RATIO)) > 2
+    results = []
+    for grouped in (True, False):
+        x = torch.randn(8, 12, 8, generator=torch.Generator().manual_seed(3), requires_grad=True)
+        attn.zero_grad()
+        if grouped:
+            out = attn(x, mask, relations=relations)
+        else:  # the ungrouped computation: Eq. 3-4 over the whole padded batch
+            q, k, v = (split_heads(t, 2) for t in attn.qkv(x).chunk(3, dim=-1))
+            out = attn.out(merge_heads(attn.attend(q * 0.5, k, v, relations, mask, causal=False)))
+        out.mul(real).pow(2).sum().backward()
+        results.append((out * real, x.grad, attn.rel_keys.weight.grad.clone(), attn.rel_values.weight.grad.clone()))
+    for got, expected in zip(*results):
+        assert torch.allclose(got, expected, atol=1e-5)
 
 
 def test_relation_attention_gradients_reach_relation_tables():
