@@ -10,9 +10,12 @@ ratio to the first system's.
 The data folders are the ones ``recipes/compare.py`` prepared under ``--work`` (run the recipe, or at least its
 prepare step, first). Nothing is written under ``--work``.
 
+``--pack-below 0,0.9`` times every system twice, with the encoder's FFN block on padded positions (0) and on the
+real tokens alone (0.9, the default; ``ordo.models.transformer.EncoderContext.PACK_BELOW``), interleaved.
+
 usage: python bench/lattice_train_speed.py --suite zhen_lattice --work work/zhenlattice
            [--systems onebest_jieba,lattice,lattice_lsa,lattice_lpe_lsa] [--rounds 5] [--updates 20]
-           [--set KEY=VALUE ...] [--out bench/lattice_train_speed.md]
+           [--pack-below 0,0.9] [--set KEY=VALUE ...] [--out bench/lattice_train_speed.md]
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ import torch
 from ordo.api import build_for_data
 from ordo.config import build_config, merge, parse_overrides, read_yaml
 from ordo.data import DataMeta
+from ordo.models.transformer import EncoderContext
 from ordo.training.trainer import Trainer
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -48,6 +52,8 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--updates", type=int, default=20, help="updates per system per round")
     parser.add_argument("--set", dest="common", action="append", default=[], metavar="KEY=VALUE",
                         help="override for every system (e.g. model.d_model=128)")
+    parser.add_argument("--pack-below", default=str(EncoderContext.PACK_BELOW),
+                        help="comma-separated EncoderContext.PACK_BELOW values; each system runs with each")
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "lattice_train_speed.md")
     return parser.parse_args()
 
@@ -82,27 +88,31 @@ def main() -> None:
     unknown = [name for name in names if name not in entries]
     if unknown:
         sys.exit(f"unknown systems {unknown}; {suite / 'systems.yaml'} has {sorted(entries)}")
+    pack_values = [float(value) for value in args.pack_below.split(",")]
+    runs = [(name, pack) for pack in pack_values for name in names]  # the first is the reference
+    label = {run: run[0] if len(pack_values) == 1 else f"{run[0]} (pack below {run[1]:g})" for run in runs}
     with tempfile.TemporaryDirectory() as scratch:
-        trainers = {name: make_trainer(suite, args.work, name, entries[name], args.common, Path(scratch))
-                    for name in names}
-        torch.set_num_threads(trainers[names[0]].tcfg.threads)
-        streams = {name: trainer.updates() for name, trainer in trainers.items()}
-        for name in names:  # warm-up: allocator and first-call costs
-            timed_round(trainers[name], streams[name], 2)
-        speeds: dict[str, list[float]] = {name: [] for name in names}
-        for _ in range(args.rounds):
-            for name in names:
-                speeds[name].append(timed_round(trainers[name], streams[name], args.updates))
-    medians = {name: statistics.median(values) for name, values in speeds.items()}
-    reference = medians[names[0]]
+        trainers = {run: make_trainer(suite, args.work, run[0], entries[run[0]], args.common,
+                                      Path(scratch) / f"{run[0]}_{run[1]}") for run in runs}
+        torch.set_num_threads(trainers[runs[0]].tcfg.threads)
+        streams = {run: trainer.updates() for run, trainer in trainers.items()}
+        speeds: dict[tuple[str, float], list[float]] = {run: [] for run in runs}
+        for repeat in range(args.rounds + 1):  # the first round (2 updates) warms up allocator and first calls
+            for run in runs:
+                EncoderContext.PACK_BELOW = run[1]
+                speed = timed_round(trainers[run], streams[run], args.updates if repeat else 2)
+                if repeat:
+                    speeds[run].append(speed)
+    medians = {run: statistics.median(values) for run, values in speeds.items()}
+    reference = medians[runs[0]]
     command = "python bench/lattice_train_speed.py " + " ".join(sys.argv[1:])
     lines = [f"command: `{command}`",
              (f"torch {torch.__version__}, {torch.get_num_threads()} threads; medians of {args.rounds} interleaved "
               f"rounds of {args.updates} updates on each system's own batches of the prepared corpus"), "",
-             f"| system | train tgt tok/s | vs {names[0]} | rounds (tgt tok/s) |", "|---|---:|---:|---|"]
-    for name in names:
-        rounds = ", ".join(f"{value:.0f}" for value in speeds[name])
-        lines.append(f"| {name} | {medians[name]:.0f} | {medians[name] / reference:.3f} | {rounds} |")
+             f"| system | train tgt tok/s | vs {label[runs[0]]} | rounds (tgt tok/s) |", "|---|---:|---:|---|"]
+    for run in runs:
+        rounds = ", ".join(f"{value:.0f}" for value in speeds[run])
+        lines.append(f"| {label[run]} | {medians[run]:.0f} | {medians[run] / reference:.3f} | {rounds} |")
     write_report(lines, args.out)
 
 

@@ -182,3 +182,26 @@ def test_minimum_length_holds_back_the_end_of_sentence_in_greedy_and_beam_search
         assert [len(h[0].tokens) for h in exact] == [6, 6, 6]
         free = search(max_len_a=0.0, max_len_b=6)
         assert all(len(h[0].tokens) <= 6 for h in free)
+
+
+@pytest.mark.parametrize("norm", ["post", "pre"])
+def test_encoder_packing_real_tokens_gives_the_padded_results(norm: str, monkeypatch: pytest.MonkeyPatch):
+    from ordo.models.transformer import EncoderContext
+
+    batch = make_batch()
+    batch.src_tokens[2, 5:] = 0
+    batch.src_lengths[2] = 5
+    real = ~batch.src_pad_mask[:, :, None]
+    results = []
+    for pack_below in (0.9, 0.0):  # packed, then the padded computation
+        monkeypatch.setattr(EncoderContext, "PACK_BELOW", pack_below)
+        real_tokens = EncoderContext(batch.src_pad_mask, None, batch).real_tokens  # 16 of 21 real: packed at 0.9
+        assert (real_tokens is not None and real_tokens.numel() == 16) == (pack_below == 0.9)
+        model = tiny_model(f"model.norm={norm}")
+        encoded = model.encode(batch)
+        model(batch).logits.sum().backward()
+        grads = [p.grad.clone() for p in model.encoder.parameters()]
+        results.append((encoded.states * real, model(batch).logits, grads))
+    (packed, packed_logits, packed_grads), (padded, padded_logits, padded_grads) = results
+    assert torch.allclose(packed, padded, atol=1e-5) and torch.allclose(packed_logits, padded_logits, atol=1e-5)
+    assert all(torch.allclose(a, b, atol=1e-5) for a, b in zip(packed_grads, padded_grads))
