@@ -231,15 +231,18 @@ class RelationSelfAttention(SelfAttention):
         groups = length_groups(lengths, self.GROUP_RATIO)
         if len(groups) == 1 and groups[0][1] == q.size(2):
             return self.attend(q, k, v, relations, attn_mask, causal=False)
-        out = q.new_zeros(q.shape)
+        out = None  # in the dtype attention returns (under autocast it may differ from q's)
         for rows, length in groups:
             group_relations = relations[:, :length, :length]
             if group_relations.size(0) > 1:
                 group_relations = group_relations[rows]
-            out[rows, :, :length] = self.attend(
+            group_out = self.attend(
                 q[rows, :, :length], k[rows, :, :length], v[rows, :, :length], group_relations,
                 attn_mask[rows, ..., :length], causal=False,
             )
+            out = group_out.new_zeros(q.shape) if out is None else out
+            out[rows, :, :length] = group_out
+        assert out is not None
         return out
 
     def attend(

@@ -86,7 +86,7 @@ class EncoderContext:
             return block(x)
         flat = x.reshape(-1, x.size(-1))  # (B*S, D)
         out = block(flat.index_select(0, self.real_tokens))  # (N, D)
-        return flat.new_zeros(flat.shape).index_copy(0, self.real_tokens, out).view_as(x)
+        return out.new_zeros(flat.size(0), out.size(-1)).index_copy(0, self.real_tokens, out).view(*x.shape[:-1], -1)
 
 
 class TransformerEncoderLayer(nn.Module):
