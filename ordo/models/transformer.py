@@ -70,7 +70,8 @@ class EncoderContext:
     batch: Batch
     relations: torch.Tensor | None = None
     extras: dict[str, torch.Tensor] = field(default_factory=dict)
-    real_tokens: torch.Tensor | None = None  # flat (B*S) indices of the non-padding positions, when packing pays
+    real_tokens: torch.Tensor | None = field(init=False, default=None)  # flat (B*S) indices of the real positions,
+    # derived from pad_mask when packing pays
 
     PACK_BELOW = 0.9  # per-token blocks run on the real tokens alone when fewer than this share are real
 
