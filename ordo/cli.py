@@ -56,6 +56,8 @@ def _add_translate(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--device", default="auto")
     p.add_argument("--int8", action="store_true",
                    help="dynamic int8 quantization of the projections (CPU only; faster, outputs may differ slightly)")
+    p.add_argument("--amp", choices=["off", "bf16", "fp16", "auto"],
+                   help="translate under autocast (bf16 on a GPU: faster, outputs may differ slightly; default off)")
 
 
 def _add_average(sub: argparse._SubParsersAction) -> None:
@@ -212,7 +214,7 @@ def _decode_overrides(args: argparse.Namespace) -> dict[str, Any]:
     values = {
         "beam_size": 1 if args.greedy else args.beam, "nbest": args.nbest, "length_penalty": args.lenpen,
         "max_len_a": args.max_len_a, "max_len_b": args.max_len_b, "max_tokens": args.batch_tokens,
-        "min_len": args.min_len,
+        "min_len": args.min_len, "amp": args.amp,
     }
     return {k: v for k, v in values.items() if v is not None}
 

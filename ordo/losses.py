@@ -16,7 +16,8 @@ from torch import nn
 from ordo.batch import PAD_ID, Batch
 from ordo.models.outputs import Seq2SeqOutput
 
-CHUNK_ELEMENTS = 1 << 22  # logits per chunk (16 MB in float32): a chunk has 2**22 // V rows
+CHUNK_ELEMENTS = 1 << 22  # logits per chunk on the CPU (16 MB in float32, near the caches): 2**22 // V rows
+GPU_CHUNK_ELEMENTS = 1 << 27  # on a GPU (512 MB in float32): a few large matmuls rather than many small launches
 
 
 def output_nll(
@@ -29,7 +30,8 @@ def output_nll(
     With logits z = h W^T (+ b) from ``project`` (its ``weight`` and optional ``bias``) and lse = log Σ_v exp(z_v):
     loss = (1 - ε) · NLL(y) + ε · mean_v(-log p_v) (fairseq's form), NLL(y) = lse - z_y, mean_v(-log p_v) =
     lse - mean_v z_v. Rows whose target is ``ignore_index`` are dropped before the projection; the others go
-    through in chunks of ``chunk_rows`` (default CHUNK_ELEMENTS // V), and each chunk's gradient
+    through in chunks of ``chunk_rows`` (default CHUNK_ELEMENTS // V on the CPU, GPU_CHUNK_ELEMENTS // V
+    elsewhere), and each chunk's gradient
     d loss / d z = p - (1 - ε) · onehot(y) - ε / V is pushed through the projection at once, so only one chunk
     of logits ever exists. Under autocast the matmuls run in the autocast dtype and the softmax in float32.
 
@@ -45,7 +47,8 @@ def output_nll(
     weight: torch.Tensor = project.weight  # type: ignore[assignment]
     bias: torch.Tensor | None = getattr(project, "bias", None)
     with_grad = torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in (rows, weight, bias))
-    chunk = chunk_rows or max(1, CHUNK_ELEMENTS // weight.size(0))
+    elements = CHUNK_ELEMENTS if rows.device.type == "cpu" else GPU_CHUNK_ELEMENTS
+    chunk = chunk_rows or max(1, elements // weight.size(0))
     return _ChunkedOutputNLL.apply(rows, weight, bias, flat_targets[keep], epsilon, chunk, with_grad)  # type: ignore[no-any-return]
 
 

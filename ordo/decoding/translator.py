@@ -14,6 +14,7 @@ from ordo.batching import collate, epoch_batches
 from ordo.config import DecodeConfig
 from ordo.decoding.search import Hypothesis, beam_search, greedy_search
 from ordo.models.outputs import Seq2SeqModel
+from ordo.precision import amp_dtype, autocast
 
 
 def search_batch(model: Seq2SeqModel, batch: Batch, decode: DecodeConfig) -> list[list[Hypothesis]]:
@@ -37,7 +38,8 @@ def translate_rows(
     """Hypotheses for each source row (token ids without EOS), in input order.
 
     Rows are sorted by length and cut into batches of ``decode.max_tokens`` source tokens so that little
-    padding is computed; the model is put in eval mode and run under ``torch.inference_mode``.
+    padding is computed; the model is put in eval mode and run under ``torch.inference_mode`` (and under
+    autocast when ``decode.amp`` names a dtype: the search's scores stay in float32).
     """
     if not src_rows:
         return []
@@ -45,7 +47,8 @@ def translate_rows(
     lengths = np.array([len(r) for r in src_rows], dtype=np.int64)
     results: list[list[Hypothesis]] = [[] for _ in src_rows]
     batches = epoch_batches(lengths, None, decode.max_tokens, seed=0, epoch=0, shuffle=False)
-    with torch.inference_mode(), tqdm(total=len(src_rows), disable=not progress, unit="sent", leave=False) as bar:
+    precision = autocast(amp_dtype(decode.amp, torch.device(device)), torch.device(device))
+    with torch.inference_mode(), precision, tqdm(total=len(src_rows), disable=not progress, unit="sent", leave=False) as bar:
         for indices in batches:
             fields = {k: [rows[i] for i in indices] for k, rows in (field_rows or {}).items()}
             batch = collate(indices, [src_rows[i] for i in indices], field_rows=fields).to(device)

@@ -31,6 +31,7 @@ from ordo.decoding.translator import translate_rows
 from ordo.errors import CheckpointError, ConfigError
 from ordo.evaluation.bleu import corpus_scores
 from ordo.losses import AuxLoss, output_nll
+from ordo.precision import amp_dtype, autocast
 from ordo.textio import read_lines
 from ordo.training.checkpoint import (
     BEST_NAME,
@@ -73,13 +74,6 @@ class ValidResult:
     def ppl(self) -> float:
         """Perplexity exp(loss)."""
         return math.exp(min(self.loss, 50.0))
-
-
-def amp_dtype(mode: str, device: torch.device) -> torch.dtype | None:
-    """The autocast dtype for ``train.amp``: bf16 on CUDA under ``auto``, none on CPU."""
-    if mode == "auto":
-        return torch.bfloat16 if device.type == "cuda" else None
-    return {"off": None, "bf16": torch.bfloat16, "fp16": torch.float16}[mode]
 
 
 class Trainer:
@@ -221,9 +215,7 @@ class Trainer:
 
     def autocast(self) -> contextlib.AbstractContextManager:
         """Mixed precision context for the forward pass (a no-op when amp is off)."""
-        if self.amp is None:
-            return contextlib.nullcontext()
-        return torch.autocast(self.device.type, dtype=self.amp)
+        return autocast(self.amp, self.device)
 
     def batch_loss(self, batch: Batch, norm: float, stats: dict[str, float]) -> torch.Tensor:
         """CE + Σ weight·aux for one batch, scaled by its share ``norm`` of the update's target tokens."""
