@@ -10,8 +10,9 @@ ratio to the first system's.
 The data folders are the ones ``recipes/compare.py`` prepared under ``--work`` (run the recipe, or at least its
 prepare step, first). Nothing is written under ``--work``.
 
-``--pack-below 0,0.9`` times every system twice, with the encoder's FFN block on padded positions (0) and on the
-real tokens alone (0.9, the default; ``ordo.models.transformer.EncoderContext.PACK_BELOW``), interleaved.
+``--pack-below 0,0.9`` times every system twice, with the encoder's sublayers (the FFN; the self-attention's
+projections, residual and layer norm) on padded positions (0) and on the real tokens alone (0.9, the default;
+``ordo.models.transformer.EncoderContext.PACK_BELOW``), interleaved.
 
 usage: python bench/lattice_train_speed.py --suite zhen_lattice --work work/zhenlattice
            [--systems onebest_jieba,lattice,lattice_lsa,lattice_lpe_lsa] [--rounds 5] [--updates 20]

@@ -13,6 +13,7 @@ from torch import nn
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from ordo.models.dropout import dropout
+from ordo.models.packing import TokenPacking
 
 # SDPA's kernels for CUDA without cuDNN's: cuDNN builds an execution plan for every new input shape, and token
 # batches and incremental decoding bring new shapes all the time (H100, Multi30k: training at 0.65-0.73x the
@@ -73,6 +74,10 @@ class SelfAttention(nn.Module):
 
     With ``cache`` (a dict the caller keeps per layer), keys and values of earlier steps are reused and the
     new ones appended: incremental decoding attends over the prefix without recomputing it.
+
+    With ``packing`` (the encoder, on a much padded batch), the input and output projections run on the real
+    tokens alone, (N, D); only the attention between them works on the padded (B, T) layout, where the
+    padded positions get zero queries, keys and values (the keys are masked, the queries' outputs dropped).
     """
 
     def __init__(self, dim: int, heads: int, dropout: float = 0.0) -> None:
@@ -84,15 +89,27 @@ class SelfAttention(nn.Module):
         self.qkv = nn.Linear(dim, 3 * dim)
         self.out = nn.Linear(dim, dim)
 
-    def project(self, x: torch.Tensor, cache: dict[str, torch.Tensor] | None) -> tuple[torch.Tensor, ...]:
-        """Queries, keys and values (B, H, T, Dh), keys/values extended by and stored in ``cache``."""
-        q, k, v = (split_heads(t, self.heads) for t in self.qkv(x).chunk(3, dim=-1))  # 3 x (B, H, T, Dh)
+    def project(
+        self, x: torch.Tensor, cache: dict[str, torch.Tensor] | None, packing: TokenPacking | None = None
+    ) -> tuple[torch.Tensor, ...]:
+        """Queries, keys and values (B, H, T, Dh), keys/values extended by and stored in ``cache``; with
+        ``packing``, ``x`` is the (N, D) real tokens and the padded positions get zeros."""
+        qkv = self.qkv(x)  # (B, T, 3D), or (N, 3D) packed
+        if packing is not None:
+            qkv = packing.unpack(qkv)  # (B, T, 3D)
+        q, k, v = (split_heads(t, self.heads) for t in qkv.chunk(3, dim=-1))  # 3 x (B, H, T, Dh)
         if cache is not None:
             if "self_k" in cache:
                 k = torch.cat([cache["self_k"], k], dim=2)  # (B, H, T_past + T, Dh)
                 v = torch.cat([cache["self_v"], v], dim=2)
             cache["self_k"], cache["self_v"] = k, v
         return q, k, v
+
+    def output(self, out: torch.Tensor, packing: TokenPacking | None) -> torch.Tensor:
+        """The output projection of the heads' outputs ``out`` (B, H, T, Dh): (B, T, D), or with ``packing``
+        (N, D) of the real tokens alone."""
+        merged = merge_heads(out)  # (B, T, D)
+        return self.out(merged if packing is None else packing.pack(merged))
 
     def forward(
         self,
@@ -101,21 +118,24 @@ class SelfAttention(nn.Module):
         causal: bool = False,
         cache: dict[str, torch.Tensor] | None = None,
         relations: torch.Tensor | None = None,
+        packing: TokenPacking | None = None,
     ) -> torch.Tensor:
-        """Attend ``x`` (B, T, D) to itself.
+        """Attend ``x`` (B, T, D) to itself; (B, T, D).
 
         Args:
             attn_mask: (B, 1, 1, T) bool, True where a key may be attended (see key_padding_to_attn_mask).
             causal: mask future positions (training of the decoder; ignored when ``cache`` holds a prefix).
             cache: per-layer incremental state, updated in place.
             relations: relation ids; only :class:`RelationSelfAttention` accepts them.
+            packing: the real positions of the (B, T) batch; ``x`` and the result are then (N, D), the real
+                tokens alone.
         """
         if relations is not None:
             raise ValueError("relation ids given to a plain SelfAttention; use RelationSelfAttention")
-        q, k, v = self.project(x, cache)
+        q, k, v = self.project(x, cache, packing)
         is_causal = causal and q.size(2) > 1
         out = fused_attention(q, k, v, attn_mask, self.dropout if self.training else 0.0, is_causal)  # (B, H, T, Dh)
-        return self.out(merge_heads(out))
+        return self.output(out, packing)
 
 
 class CrossAttention(nn.Module):
@@ -218,18 +238,19 @@ class RelationSelfAttention(SelfAttention):
         causal: bool = False,
         cache: dict[str, torch.Tensor] | None = None,
         relations: torch.Tensor | None = None,
+        packing: TokenPacking | None = None,
     ) -> torch.Tensor:
         """As :meth:`SelfAttention.forward`; ``relations`` (B or 1, T_query, T_key) long is required."""
         if relations is None:
             raise ValueError("RelationSelfAttention needs relation ids")
-        q, k, v = self.project(x, cache)
+        q, k, v = self.project(x, cache, packing)
         q = q * q.size(-1) ** -0.5
         lengths = prefix_lengths(attn_mask) if attn_mask is not None and cache is None and not causal else None
         if attn_mask is not None and lengths is not None:
             out = self.attend_by_length(q, k, v, relations, attn_mask, lengths)
         else:
             out = self.attend(q, k, v, relations, attn_mask, causal)
-        return self.out(merge_heads(out))
+        return self.output(out, packing)
 
     def attend_by_length(
         self,

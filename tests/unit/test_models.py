@@ -184,20 +184,40 @@ def test_minimum_length_holds_back_the_end_of_sentence_in_greedy_and_beam_search
         assert all(len(h[0].tokens) <= 6 for h in free)
 
 
-@pytest.mark.parametrize("norm", ["post", "pre"])
-def test_encoder_packing_real_tokens_gives_the_padded_results(norm: str, monkeypatch: pytest.MonkeyPatch):
-    from ordo.models.transformer import EncoderContext
+ENCODER_ATTENTION = {
+    "sdpa": [],
+    "relative_pe": ["model.methods.relative_pe.clip=2"],  # relation attention, ids shared by the rows
+    "lattice_lsa": ["model.methods.lattice_attn={}", "model.methods.lattice_pe={}"],  # ids per row
+}
+
+
+def spans_batch() -> Batch:
+    """:func:`make_batch` with rows of 7, 4 and 5 tokens (two length groups) and random lattice spans."""
+    from ordo.lattice.graph import FIELD_END, FIELD_START
 
     batch = make_batch()
     batch.src_tokens[2, 5:] = 0
     batch.src_lengths[2] = 5
+    start = torch.randint(0, 4, batch.src_tokens.shape, generator=torch.Generator().manual_seed(4))
+    batch.fields = {FIELD_START: start, FIELD_END: start + 1 + start.remainder(2)}
+    return batch
+
+
+@pytest.mark.parametrize("attention", list(ENCODER_ATTENTION))
+@pytest.mark.parametrize("norm", ["post", "pre"])
+def test_encoder_packing_real_tokens_gives_the_padded_results(norm: str, attention: str, monkeypatch):
+    """Both encoder sublayers on the packed real tokens (projections, residuals, FFN) give the padded
+    computation's states at the real positions, logits and encoder gradients."""
+    from ordo.models.transformer import EncoderContext
+
+    batch = spans_batch()
     real = ~batch.src_pad_mask[:, :, None]
     results = []
     for pack_below in (0.9, 0.0):  # packed, then the padded computation
         monkeypatch.setattr(EncoderContext, "PACK_BELOW", pack_below)
-        real_tokens = EncoderContext(batch.src_pad_mask, None, batch).real_tokens  # 16 of 21 real: packed at 0.9
-        assert (real_tokens is not None and real_tokens.numel() == 16) == (pack_below == 0.9)
-        model = tiny_model(f"model.norm={norm}")
+        packing = EncoderContext(batch.src_pad_mask, None, batch).packing  # 16 of 21 real: packed at 0.9
+        assert (packing is not None and packing.real_tokens.numel() == 16) == (pack_below == 0.9)
+        model = tiny_model(f"model.norm={norm}", *ENCODER_ATTENTION[attention])
         encoded = model.encode(batch)
         model(batch).logits.sum().backward()
         grads = [p.grad.clone() for p in model.encoder.parameters()]
