@@ -54,19 +54,31 @@ def train_tiny(small_data, tmp_path):
     return run
 
 
-@pytest.fixture(scope="session")
-def trained_run(small_data, tmp_path_factory) -> Path:
-    """A tiny baseline trained for 200 updates on ``small_data`` (use its "last" checkpoint); far from
-    converged, so tests compare its translations with another path's rather than with the references."""
+def train_tiny_run(data: Path, run: Path, *overrides: str) -> Path:
+    """A tiny baseline trained for 200 updates on ``data`` into ``run``."""
     from ordo import api
     from ordo.config import load_config
 
-    run = tmp_path_factory.mktemp("trained") / "run"
-    cfg = load_config(None, [f"data={small_data}", "model.preset=tiny", "model.d_model=64", "train.max_tokens=800",
-                             "train.warmup_steps=30", "train.lr=3e-3", "train.max_steps=200", "train.valid_every=200",
-                             "train.progress=false", "train.valid_bleu=false", "train.threads=2"])
+    cfg = load_config(None, [f"data={data}", "model.preset=tiny", "model.d_model=64", "train.max_tokens=800",
+                             "train.warmup_steps=30", "train.lr=3e-3", "train.max_steps=200", "train.progress=false",
+                             "train.valid_bleu=false", *overrides])
     api.train(cfg, run)
     return run
+
+
+@pytest.fixture(scope="session")
+def trained_run(small_data, tmp_path_factory) -> Path:
+    """A tiny baseline trained for 200 updates on ``small_data`` on the CPU (use its "last" checkpoint); far
+    from converged, so tests compare its translations with another path's rather than with the references."""
+    run = tmp_path_factory.mktemp("trained") / "run"
+    return train_tiny_run(small_data, run, "train.valid_every=200", "train.threads=2", "train.device=cpu")
+
+
+@pytest.fixture(scope="session")
+def cuda_run(small_data, tmp_path_factory) -> Path:
+    """As ``trained_run``, on a CUDA GPU under the default ``train.amp`` (bf16 there), validated twice."""
+    run = tmp_path_factory.mktemp("cuda") / "run"
+    return train_tiny_run(small_data, run, "train.valid_every=100", "train.device=cuda")
 
 
 @pytest.fixture(scope="session")

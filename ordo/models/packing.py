@@ -34,5 +34,5 @@ class TokenPacking:
 
     def unpack(self, x: torch.Tensor) -> torch.Tensor:
         """(N, F) -> (B, S, F), zeros at the padded positions."""
-        flat = x.new_zeros(self.batch * self.length, x.size(-1)).index_copy(0, self.real_tokens, x)  # (B*S, F)
+        flat = x.new_zeros(self.batch * self.length, x.size(-1)).index_copy_(0, self.real_tokens, x)  # (B*S, F)
         return flat.view(self.batch, self.length, -1)

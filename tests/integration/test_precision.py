@@ -12,7 +12,6 @@ from torch import nn
 from ordo import api
 from ordo.batching import collate
 from ordo.cli import main
-from ordo.config import load_config
 from ordo.errors import ConfigError
 from ordo.precision import amp_dtype
 from ordo.textio import read_lines
@@ -61,17 +60,6 @@ def test_translate_amp_bf16_stays_close_to_float32(trained_run, small_data, tmp_
     assert len(outputs["bf16"]) == len(read_lines(source))
     closeness = sacrebleu.corpus_bleu(outputs["bf16"], [outputs["fp32"]]).score
     assert closeness > 50, "bf16 rounding changes a few words, not the translations"
-
-
-@pytest.fixture(scope="module")
-def cuda_run(small_data, tmp_path_factory):
-    """A tiny baseline trained on the GPU under the default ``train.amp`` (bf16 on CUDA)."""
-    run = tmp_path_factory.mktemp("cuda") / "run"
-    cfg = load_config(None, [f"data={small_data}", "model.preset=tiny", "model.d_model=64", "train.max_tokens=800",
-                             "train.warmup_steps=30", "train.lr=3e-3", "train.max_steps=200", "train.valid_every=100",
-                             "train.progress=false", "train.valid_bleu=false", "train.device=cuda"])
-    api.train(cfg, run)
-    return run
 
 
 @cuda
