@@ -6,11 +6,12 @@ pairs of 25 tokens. Figures:
 
 - training target tokens/s under bf16 autocast (ordo's ``train.amp`` default on CUDA), at ``--train-batches``
   sentences per batch (20 timed steps after 5 warm-up steps), with the matmul FLOP/s achieved: against the bf16
-  peak measured in the same run (8192³ products) and against the H100 SXM's rated 989 dense bf16 TFLOP/s;
+  peak measured in the same run (8192³ products) and against the H100 SXM's rated 989 dense bf16 TFLOP/s
+  (``RATED_TFLOPS``; on another GPU only the measured share means something);
   ordo in float32 for reference;
 - greedy and beam-5 translation, exactly 30 output tokens per sentence, sentences/s at ``--decode-batches``
   sentences per batch, float32 and bf16 autocast for both toolkits;
-- bf16 against float32 on the same (random) weights: the relative error of the encoder states and logits;
+- bf16 against float32 on the same (random) weights: the relative error of the decoder states and logits;
 - peak GPU memory of each measurement (``torch.cuda.max_memory_allocated``).
 
 usage: python bench/gpu.py [--out bench/gpu.md] [--vocab 32000] [--train-batches 160,1000] [--decode-batches 32,256]
@@ -154,14 +155,17 @@ def marian_model(vocab: int) -> torch.nn.Module:
 
 
 def marian_train(batch: int, vocab: int, dtype: torch.dtype | None) -> dict:
+    from transformers.models.marian.modeling_marian import shift_tokens_right
+
     model = marian_model(vocab).train()
     src, tgt = random_batch(batch, vocab)
+    decoder_inputs = shift_tokens_right(tgt, 1, 1)  # what Marian does with labels=, without its own loss
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9, fused=True)
 
     def step() -> None:
         optimizer.zero_grad(set_to_none=True)
         with amp(dtype):
-            logits = model(input_ids=src, labels=tgt).logits
+            logits = model(input_ids=src, decoder_input_ids=decoder_inputs).logits  # no labels: no second loss
             loss = F.cross_entropy(logits.view(-1, vocab).float(), tgt.reshape(-1), label_smoothing=0.1)
         loss.backward()
         optimizer.step()

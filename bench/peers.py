@@ -139,13 +139,16 @@ def marian_model():  # type: ignore[no-untyped-def]
 
 
 def marian_train() -> dict:
+    from transformers.models.marian.modeling_marian import shift_tokens_right
+
     model = marian_model().train()
     src, tgt = random_batch()
+    decoder_inputs = shift_tokens_right(tgt, 1, 1)  # what Marian does with labels=, without its own loss
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9)
 
     def step() -> None:
         optimizer.zero_grad()
-        logits = model(input_ids=src, labels=tgt).logits
+        logits = model(input_ids=src, decoder_input_ids=decoder_inputs).logits  # no labels: no second loss
         loss = torch.nn.functional.cross_entropy(logits.view(-1, V), tgt.reshape(-1), label_smoothing=0.1)
         loss.backward()
         optimizer.step()

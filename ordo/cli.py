@@ -57,7 +57,8 @@ def _add_translate(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--int8", action="store_true",
                    help="dynamic int8 quantization of the projections (CPU only; faster, outputs may differ slightly)")
     p.add_argument("--amp", choices=["off", "bf16", "fp16", "auto"],
-                   help="translate under autocast (bf16 on a GPU: faster, outputs may differ slightly; default off)")
+                   help="translate under autocast (bf16 on a GPU: faster, outputs may differ slightly); default: the "
+                        "run's decode.amp (off unless set)")
 
 
 def _add_average(sub: argparse._SubParsersAction) -> None:

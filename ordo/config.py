@@ -92,7 +92,8 @@ class DecodeConfig:
     min_len: int = 0  # no EOS before this many output tokens
     nbest: int = 1  # hypotheses written per sentence
     max_tokens: int = 6000  # source tokens per translation batch
-    amp: str = "off"  # off | bf16 | fp16 | auto (bf16 on CUDA): search under autocast, scores in float32
+    amp: str = "off"  # off | bf16 | fp16 | auto (bf16 on CUDA): search under autocast, scores in float32;
+    # the trainer's dev BLEU runs under train.amp when this is off
 
 
 @dataclass

@@ -11,12 +11,13 @@ from ordo.errors import ConfigError
 AMP_DTYPES: dict[str, torch.dtype | None] = {"off": None, "bf16": torch.bfloat16, "fp16": torch.float16}
 
 
-def amp_dtype(mode: str, device: torch.device) -> torch.dtype | None:
-    """The autocast dtype of ``mode``: ``auto`` is bf16 on CUDA and none elsewhere; ``off`` is none."""
+def amp_dtype(mode: str, device: torch.device, where: str = "amp") -> torch.dtype | None:
+    """The autocast dtype of ``mode``: ``auto`` is bf16 on CUDA and none elsewhere; ``off`` is none.
+    An unknown mode is a ConfigError naming the setting ``where`` (e.g. ``train.amp``)."""
     if mode == "auto":
         return torch.bfloat16 if device.type == "cuda" else None
     if mode not in AMP_DTYPES:
-        raise ConfigError(f"amp: unknown mode {mode!r} (choose from auto, {', '.join(AMP_DTYPES)})")
+        raise ConfigError(f"{where}: unknown mode {mode!r} (choose from auto, {', '.join(AMP_DTYPES)})")
     return AMP_DTYPES[mode]
 
 

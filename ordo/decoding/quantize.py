@@ -51,6 +51,11 @@ def quantize_int8(model: nn.Module) -> nn.Module:
         return quantize_dynamic(quantized, {nn.Linear: per_channel_dynamic_qconfig}, dtype=torch.qint8, inplace=True)
 
 
+def is_int8(model: nn.Module) -> bool:
+    """Whether ``model`` holds dynamically quantized int8 layers (as :func:`quantize_int8` returns it)."""
+    return any(type(module).__module__.startswith("torch.ao.nn.quantized") for module in model.modules())
+
+
 def _untie_output_projections(model: nn.Module) -> None:
     """Replace each :class:`OutputProjection` in ``model`` by an ``nn.Linear`` holding a copy of its weight."""
     for name, child in list(model.named_children()):

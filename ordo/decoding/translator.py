@@ -12,7 +12,9 @@ from tqdm import tqdm
 from ordo.batch import Batch
 from ordo.batching import collate, epoch_batches
 from ordo.config import DecodeConfig
+from ordo.decoding.quantize import is_int8
 from ordo.decoding.search import Hypothesis, beam_search, greedy_search
+from ordo.errors import ConfigError
 from ordo.models.outputs import Seq2SeqModel
 from ordo.precision import amp_dtype, autocast
 
@@ -47,7 +49,10 @@ def translate_rows(
     lengths = np.array([len(r) for r in src_rows], dtype=np.int64)
     results: list[list[Hypothesis]] = [[] for _ in src_rows]
     batches = epoch_batches(lengths, None, decode.max_tokens, seed=0, epoch=0, shuffle=False)
-    precision = autocast(amp_dtype(decode.amp, torch.device(device)), torch.device(device))
+    dtype = amp_dtype(decode.amp, torch.device(device), "decode.amp")
+    if dtype is not None and is_int8(model):
+        raise ConfigError(f"decode.amp {decode.amp}: an int8 model translates in float32 (drop --amp or --int8)")
+    precision = autocast(dtype, torch.device(device))
     with torch.inference_mode(), precision, tqdm(total=len(src_rows), disable=not progress, unit="sent", leave=False) as bar:
         for indices in batches:
             fields = {k: [rows[i] for i in indices] for k, rows in (field_rows or {}).items()}

@@ -33,7 +33,9 @@ class Slots:
 
     Attributes:
         source_positions: ``(table) -> module`` mapping a Batch to the encodings added to the source.
-        self_attention: ``(side, layer_index) -> module``; side is "encoder" or "decoder".
+        self_attention: ``(side, layer_index) -> module``; side is "encoder" or "decoder". An encoder one is
+            called with ``packing=`` (a :class:`~ordo.models.packing.TokenPacking` or None): when it is set,
+            its input and output are the (N, D) real tokens (see :meth:`SelfAttention.forward`).
         encoder_layer: ``(layer_index) -> module`` with ``forward(x, ctx: EncoderContext)``.
         decoder_layer: ``(layer_index) -> module`` with the TransformerDecoderLayer interface.
         relations: ``() -> module or None``; the module maps a Batch to relation ids (B|1, S, S).

@@ -82,9 +82,9 @@ class EncoderContext:
         self.packing = TokenPacking.of(self.pad_mask, self.PACK_BELOW)
 
     def per_token(self, x: torch.Tensor, block: Callable[[torch.Tensor], torch.Tensor]) -> torch.Tensor:
-        """``block`` on the real tokens of ``x`` (B, S, D) only, packed into (N, D) when :attr:`packing` is set;
-        the padded positions of the result are zeros. ``block`` maps each token on its own, or reads
-        :attr:`packing` to see the others."""
+        """``block`` on ``x`` (B, S, D); when :attr:`packing` is set, on its real tokens alone packed into
+        (N, D), and the padded positions of the result are zeros. ``block`` maps each token on its own, or
+        reads :attr:`packing` to see the others."""
         if self.packing is None:
             return block(x)
         return self.packing.unpack(block(self.packing.pack(x)))

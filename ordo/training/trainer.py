@@ -104,7 +104,8 @@ class Trainer:
             raise ConfigError(f"train.target_bucket: a width >= 1 with train.batch_by: target, or 0; "
                               f"got {self.tcfg.target_bucket} with batch_by {self.tcfg.batch_by}")
         self.optimizer = build_optimizer(self.model, self.tcfg)
-        self.amp = amp_dtype(self.tcfg.amp, self.device)
+        self.amp = amp_dtype(self.tcfg.amp, self.device, "train.amp")
+        amp_dtype(cfg.decode.amp, self.device, "decode.amp")  # a wrong setting fails now, not at the first BLEU
         self.scaler = torch.amp.GradScaler(enabled=self.amp == torch.float16)
         data_dir = Path(cfg.data)
         self.train_data = ParallelData.open(data_dir, "train")

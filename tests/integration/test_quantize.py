@@ -1,5 +1,6 @@
 """Dynamic int8 translation (``ordo translate --int8``): close to float32, a copy, CPU only."""
 
+import numpy as np
 import pytest
 import sacrebleu
 import torch
@@ -62,6 +63,16 @@ def test_tied_output_projection_becomes_a_quantized_copy():
 def test_int8_on_a_model_off_the_cpu_is_refused():
     with pytest.raises(ConfigError, match="CPU only"):
         quantize_int8(tiny().to("meta"))
+
+
+def test_int8_translation_under_autocast_is_refused():
+    from ordo.config import DecodeConfig
+    from ordo.decoding.translator import translate_rows
+
+    rows = [np.array([5, 6, 7])]
+    with pytest.raises(ConfigError, match="decode.amp bf16: an int8 model translates in float32"):
+        translate_rows(quantize_int8(tiny()), rows, DecodeConfig(amp="bf16"))
+    assert len(translate_rows(quantize_int8(tiny()), rows, DecodeConfig(beam_size=2, max_len_b=3))) == 1
 
 
 def test_translate_int8_scores_its_translations_as_float32_does(trained_run, small_data, tmp_path):

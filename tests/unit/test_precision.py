@@ -1,0 +1,16 @@
+"""Mixed-precision settings (``train.amp``, ``decode.amp``): what each mode resolves to, per device."""
+
+import pytest
+import torch
+
+from ordo.errors import ConfigError
+from ordo.precision import amp_dtype
+
+
+def test_amp_modes_resolve_per_device_and_an_unknown_one_is_refused():
+    assert amp_dtype("auto", torch.device("cpu")) is None
+    assert amp_dtype("auto", torch.device("cuda")) is torch.bfloat16
+    assert amp_dtype("fp16", torch.device("cpu")) is torch.float16
+    assert amp_dtype("off", torch.device("cuda")) is None
+    with pytest.raises(ConfigError, match="train.amp: unknown mode 'bf32'.*auto, off, bf16, fp16"):
+        amp_dtype("bf32", torch.device("cpu"), "train.amp")
