@@ -6,6 +6,7 @@ lattice relations.
 from __future__ import annotations
 
 import bisect
+import contextlib
 
 import torch
 import torch.nn.functional as F
@@ -27,9 +28,7 @@ def fused_attention(
 ) -> torch.Tensor:
     """softmax(q k^T / sqrt(d_h) + mask) v (Vaswani et al. 2017, eq. 1) by ``scaled_dot_product_attention``;
     on CUDA through its flash, memory-efficient or math kernels (:data:`CUDA_SDPA_BACKENDS`)."""
-    if not q.is_cuda:
-        return F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal)
-    with sdpa_kernel(CUDA_SDPA_BACKENDS):
+    with sdpa_kernel(CUDA_SDPA_BACKENDS) if q.is_cuda else contextlib.nullcontext():
         return F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal)
 
 
