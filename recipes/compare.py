@@ -130,9 +130,9 @@ def changed_settings(run_dir: Path, requested: ExperimentConfig) -> list[str]:
 
 
 def train(suite: Path, name: str, overrides: list[str], data: Path, run_dir: Path, steps: int,
-          threads: int | None, common: list[str]) -> None:
-    """Train (or resume) one system to ``steps`` updates and average its last 4 checkpoints; an existing run is
-    resumed or reused only when it was started with the settings asked for now."""
+          threads: int | None, common: list[str], average_last: int = 4) -> None:
+    """Train (or resume) one system to ``steps`` updates and average its last ``average_last`` checkpoints; an
+    existing run is resumed or reused only when it was started with the settings asked for now."""
     extra = [f"train.threads={threads}"] if threads else []
     raw = merge(read_yaml(suite / "train.yaml"),
                 parse_overrides([f"data={data}", f"train.max_steps={steps}", *extra, *common, *overrides]))
@@ -147,7 +147,7 @@ def train(suite: Path, name: str, overrides: list[str], data: Path, run_dir: Pat
         return
     print(f"== {name}: training to {steps} updates", flush=True)
     api.train(api.run_config(run_dir, raw), run_dir)
-    api.average(run_dir, last=4)
+    api.average(run_dir, last=average_last)
 
 
 def read_table(path: Path) -> list[list[str]]:

@@ -1,0 +1,148 @@
+"""The verdict runs (issue 25): each system of a suite under several seeds, at the suite's fixed update budget,
+with the small files anyone can rescore from committed under bench/hyps/CORPUS/.
+
+``run`` trains (or resumes) each ``SYSTEM.seedN`` of a suite (recipes/SUITE/systems.yaml's overrides plus
+``train.seed=N``) to suite.yaml's ``steps`` updates, averages its last ``average_last`` checkpoints, translates
+the test set with beam search, and writes ``bench/hyps/CORPUS/SYSTEM.seedN.txt`` (one line per source line)
+and ``SYSTEM.seedN.yaml`` (overrides, updates, training minutes, parameters, checkpoints averaged, commit,
+dev loss curve). ``--oracle`` trains the suite's systems on the corpus whose every source sentence is put in
+target order by the prepared data's word alignments (paper 000's Figure 2 upper bound), as ``oracle_SYSTEM``.
+
+usage: python recipes/replicate.py run --suite enja_verdict [--work DIR] [--oracle] SYSTEM.seedN [...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+from compare import RECIPES, ROOT, data_folder, prepare, system_entry, train
+
+from ordo import api
+from ordo.analysis.systems import training_figures
+from ordo.build import count_parameters
+from ordo.cli import main as ordo
+from ordo.config import read_yaml
+from ordo.textio import atomic_write, read_lines
+from ordo.training.checkpoint import load_checkpoint
+
+HYPS = ROOT / "bench" / "hyps"
+VALID_LINE = re.compile(r"valid \| update (\d+) \| loss ([0-9.]+)")
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    verbs = parser.add_subparsers(dest="verb", required=True)
+    run = verbs.add_parser("run", help="train, translate and record systems")
+    run.add_argument("systems", nargs="+", metavar="SYSTEM.seedN", help="names from the suite's systems.yaml")
+    run.add_argument("--suite", required=True, help="folder of recipes/ with suite.yaml and the configs")
+    run.add_argument("--data-dir", type=Path, help="corpus folder (default: the suite's, in ../shared/data)")
+    run.add_argument("--work", type=Path, help="default: work/SUITE")
+    run.add_argument("--oracle", action="store_true", help="train on the target-order source corpus")
+    return parser.parse_args()
+
+
+def split_seed(name: str) -> tuple[str, int]:
+    """``SYSTEM.seedN`` as (SYSTEM, N)."""
+    match = re.fullmatch(r"(.+)\.seed(\d+)", name)
+    if not match:
+        sys.exit(f"{name}: expected SYSTEM.seedN, e.g. baseline.seed1")
+    return match.group(1), int(match.group(2))
+
+
+def commit_id() -> str:
+    """The checkout's commit, with ``+changes`` when tracked files differ from it."""
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True,
+                          check=True).stdout.strip()
+    dirty = subprocess.run(["git", "diff", "--quiet", "HEAD", "--", "ordo", "recipes"], cwd=ROOT,
+                           check=False).returncode != 0
+    return head + ("+changes" if dirty else "")
+
+
+def dev_loss_curve(run_dir: Path) -> dict[int, float]:
+    """Dev loss by update from the run's train.log (the last value logged for an update wins, e.g. on resume)."""
+    text = (run_dir / "train.log").read_text(encoding="utf-8")
+    return {int(step): float(loss) for step, loss in VALID_LINE.findall(text)}
+
+
+def oracle_corpus(aligned_data: Path, spec: dict, out: Path) -> Path:
+    """Every split of a prepared, aligned corpus with each source put in target order (``ordo reorder``),
+    written as the suite's corpus files under ``out``; reused when present."""
+    names = {"train": spec["splits"]["train"], "valid": spec["splits"]["valid"], "test": spec["splits"]["test"]}
+    out.mkdir(parents=True, exist_ok=True)
+    for split, name in names.items():
+        target = out / f"{name}.{spec['src']}.gz"
+        if target.exists():
+            continue
+        reordered = out / f"{split}.reordered.txt"
+        if ordo(["reorder", "--src", str(aligned_data / f"{split}.src.txt"),
+                 "--align", str(aligned_data / f"{split}.align"), "--out", str(reordered)]) != 0:
+            sys.exit("reorder failed")
+        with gzip.open(out / f"{name}.{spec['tgt']}.gz", "wt", encoding="utf-8") as handle:
+            handle.write((aligned_data / f"{split}.tgt.txt").read_text(encoding="utf-8"))
+        with gzip.open(target, "wt", encoding="utf-8") as handle:
+            handle.write(reordered.read_text(encoding="utf-8"))
+        reordered.unlink()
+    return out
+
+
+def record(run_dir: Path, name: str, seed: int, overrides: list[str], sources: list[str], out: Path) -> None:
+    """Translate ``sources`` with the averaged checkpoint; write OUT.txt and OUT.yaml atomically."""
+    run = api.load_run(run_dir, "averaged")
+    hyps = run.translate(sources)
+    figures = training_figures(run_dir)
+    settings = {
+        "system": name, "seed": seed, "overrides": overrides, "updates": figures.updates,
+        "train_minutes": round(figures.minutes, 1), "parameters": count_parameters(run.model),
+        "averaged": load_checkpoint(run_dir / "checkpoints" / "averaged.pt")["averaged"], "commit": commit_id(),
+        "dev_loss": dev_loss_curve(run_dir),
+    }
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with atomic_write(out.with_suffix(".txt")) as handle:
+        handle.write("".join(f"{hyp}\n" for hyp in hyps))
+    with atomic_write(out.with_suffix(".yaml")) as handle:
+        yaml.safe_dump(settings, handle, sort_keys=False)
+    print(f"== {name} seed {seed}: {out.with_suffix('.txt')}", flush=True)
+
+
+def run_systems(args: argparse.Namespace) -> None:
+    """Train and record each ``SYSTEM.seedN`` named on the command line, in order."""
+    suite = RECIPES / args.suite
+    spec = read_yaml(suite / "suite.yaml")
+    systems = read_yaml(suite / "systems.yaml")
+    data_dir = args.data_dir or ROOT.parent / "shared" / "data" / spec["corpus"]
+    work = args.work or ROOT / "work" / args.suite
+    corpus = spec["corpus"]
+    if args.oracle:
+        prepare(suite / "prepare.yaml", spec, data_dir, data_folder(work, "prepare.yaml"))
+        data_dir = oracle_corpus(data_folder(work, "prepare.yaml"), spec, work / "oracle_corpus")
+        work, corpus = work / "oracle", f"{corpus}_oracle"
+    sources = read_lines(data_dir / f"{spec['splits']['test']}.{spec['src']}.gz")
+    for label in args.systems:
+        name, seed = split_seed(label)
+        if name not in systems:
+            sys.exit(f"unknown system {name}; {suite / 'systems.yaml'} has {sorted(systems)}")
+        prepare_file, overrides = system_entry(name, systems[name])
+        overrides = [*overrides, f"train.seed={seed}"]
+        data = data_folder(work, prepare_file)
+        prepare(suite / prepare_file, spec, data_dir, data)
+        run_dir = work / "runs" / label
+        train(suite, label, overrides, data, run_dir, int(spec["steps"]), None, [], int(spec["average_last"]))
+        out = HYPS / corpus / label
+        if not out.with_suffix(".txt").exists():
+            record(run_dir, name, seed, overrides, sources, out)
+
+
+def main() -> None:
+    args = parse_args()
+    if args.verb == "run":
+        run_systems(args)
+
+
+if __name__ == "__main__":
+    main()
