@@ -47,6 +47,11 @@ class FutureCostConfig:
     # share of the target positions whose future-cost loss is computed at each update (1: all, SPEC §5 exactly;
     # below 1: a random subset, which estimates the same mean at that share of the second projection's cost)
     sample_fraction: float = 1.0
+    # Ablations beside the paper's form (issue 25's defect check), all off by default:
+    detach_state: bool = False  # F reads a stopped copy of H (and of the encoder mean): no gradient into H
+    own_output: bool = False  # the future-cost softmax gets its own (V x D) projection instead of the shared W_o
+    gate_bias: float | None = None  # Model II: a learnt gate bias started at this value (-3: g ≈ 0.05, nearly
+    # closed); None: g = σ(W_g [F ; H]) without a bias, as SPEC §5
 
 
 class FutureContextCell(nn.Module):
@@ -69,15 +74,18 @@ class FutureContextCell(nn.Module):
 
 
 class FutureGate(nn.Module):
-    """H' = g · F + (1 - g) · H with g = σ(W_g [F ; H]), W_g in R^{2d x 1} (SPEC §5, Model II)."""
+    """H' = g · F + (1 - g) · H with g = σ(W_g [F ; H]), W_g in R^{2d x 1} (SPEC §5, Model II); with
+    ``bias`` b, g = σ(W_g [F ; H] + b), b learnt from that start value (an ablation: a gate started closed)."""
 
-    def __init__(self, dim: int) -> None:
+    def __init__(self, dim: int, bias: float | None = None) -> None:
         super().__init__()
         self.w_g = nn.Linear(2 * dim, 1, bias=False)
+        self.bias = None if bias is None else nn.Parameter(torch.tensor(float(bias)))
 
     def forward(self, future: torch.Tensor, hidden: torch.Tensor) -> torch.Tensor:
         """(..., D) F_i and H_{i+1} -> (..., D) H'_{i+1}."""
-        gate = torch.sigmoid(self.w_g(torch.cat([future, hidden], dim=-1)))  # (..., 1)
+        logit = self.w_g(torch.cat([future, hidden], dim=-1))  # (..., 1)
+        gate = torch.sigmoid(logit if self.bias is None else logit + self.bias)
         return gate * future + (1.0 - gate) * hidden
 
 
@@ -90,18 +98,25 @@ def mean_source_state(encoder_out: EncoderOutput) -> torch.Tensor:
 class FutureCostModel(TransformerModel):
     """The baseline Transformer with the future-context cell (Model I) and the fusion gate (Model II)."""
 
-    def __init__(self, encoder: nn.Module, decoder: TransformerDecoder, output: nn.Module, variant: int) -> None:
+    def __init__(self, encoder: nn.Module, decoder: TransformerDecoder, output: nn.Module,
+                 cfg: FutureCostConfig) -> None:
         super().__init__(encoder, decoder, output)
         dim = decoder.embed.embedding_dim
-        self.variant = variant
+        self.variant = cfg.model
+        self.detach_state = cfg.detach_state
         self.future_cell = FutureContextCell(dim)
-        self.gate = FutureGate(dim) if variant == 2 else None
+        self.gate = FutureGate(dim, cfg.gate_bias) if cfg.model == 2 else None
+        weight: torch.Tensor = output.weight  # type: ignore[assignment]
+        vocab = weight.size(0)
+        self.future_output = nn.Linear(dim, vocab, bias=False) if cfg.own_output else None
 
     def future_states(self, tgt_in: torch.Tensor, hidden: torch.Tensor, encoder_out: EncoderOutput) -> torch.Tensor:
         """F_0..F_{T-1} for all positions at once: (B, T) ``tgt_in``, (B, T, D) ``hidden`` -> (B, T, D)."""
         words = tgt_in.clone()
         words[:, 0] = EOS_ID  # F_0 reads E[</s>]
         previous = torch.cat([mean_source_state(encoder_out).unsqueeze(1), hidden[:, :-1]], dim=1)  # H_0..H_{T-1}
+        if self.detach_state:
+            previous = previous.detach()
         return self.future_cell(self.decoder.embed(words), previous)
 
     def forward(self, batch: Batch) -> Seq2SeqOutput:
@@ -114,7 +129,8 @@ class FutureCostModel(TransformerModel):
         top = hidden if self.gate is None else self.gate(future, hidden)
         extras = dict(encoder_out.extras)
         extras["future_hidden"] = future
-        return Seq2SeqOutput(top, self.output, extras)
+        heads: dict[str, nn.Module] = {} if self.future_output is None else {"future_hidden": self.future_output}
+        return Seq2SeqOutput(top, self.output, extras, heads)
 
     def init_state(self, encoder_out: EncoderOutput) -> DecoderState:
         """Baseline caches; Model II also keeps H_0 = mean encoder state as ``future_prev_hidden``."""
@@ -150,7 +166,8 @@ def future_cost_loss(output: Seq2SeqOutput, batch: Batch, sample_fraction: float
         left_out = torch.rand(targets.shape, device=targets.device) >= sample_fraction
         targets, share = targets.masked_fill(left_out, PAD_ID), sample_fraction
     # ε = 0: the (differentiable) loss sum is the NLL sum; output_nll's second value is for logging only
-    nll_sum = output_nll(output.extras["future_hidden"], output.project, targets, epsilon=0.0)[0]
+    project = output.heads.get("future_hidden", output.project)  # W_o, or the ablation's own projection
+    nll_sum = output_nll(output.extras["future_hidden"], project, targets, epsilon=0.0)[0]
     return nll_sum / (share * positions)
 
 
@@ -163,7 +180,9 @@ def apply_future_cost(slots: Slots, cfg: FutureCostConfig) -> None:
                           f"{cfg.sample_fraction}")
     if slots.cfg.family != "transformer":
         raise ConfigError("model.methods.future_cost: implemented for the Transformer family only")
-    slots.claim("model_class", "future_cost", lambda enc, dec, out: FutureCostModel(enc, dec, out, cfg.model))
+    if cfg.gate_bias is not None and cfg.model != 2:
+        raise ConfigError("model.methods.future_cost.gate_bias: Model II's gate option (model: 2)")
+    slots.claim("model_class", "future_cost", lambda enc, dec, out: FutureCostModel(enc, dec, out, cfg))
 
 
 def future_cost_losses(cfg: FutureCostConfig) -> list[AuxLoss]:

@@ -41,12 +41,14 @@ class Seq2SeqOutput:
     Shape:
         hidden: (B, T, D), what the output layer reads at each target position; project: the output layer,
         (…, D) -> (…, V), with a ``weight`` (V, D) and an optional ``bias``; extras: named tensors for
-        auxiliary losses, e.g. ``reorder_pr`` (B, S, D) or ``future_hidden`` (B, T, D).
+        auxiliary losses, e.g. ``reorder_pr`` (B, S, D) or ``future_hidden`` (B, T, D); heads: an output
+        layer of its own for an extra, by the extra's name (default: ``project``).
     """
 
     hidden: torch.Tensor
     project: nn.Module
     extras: dict[str, torch.Tensor] = field(default_factory=dict)
+    heads: dict[str, nn.Module] = field(default_factory=dict)
 
     @property
     def logits(self) -> torch.Tensor:

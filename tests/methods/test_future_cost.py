@@ -109,6 +109,49 @@ def test_a_sampled_loss_estimates_the_exact_one_and_projects_only_its_positions(
     assert 0.2 * 320 < rows_with_gradient < 0.4 * 320
 
 
+def future_loss_gradients(*overrides: str) -> dict[str, torch.Tensor]:
+    """The future-cost loss's gradient (alone) on each parameter of a tiny Model I/II, by name."""
+    model = tiny(*overrides)
+    b = batch()
+    future_cost_loss(model(b), b).backward()
+    return {n: p.grad for n, p in model.named_parameters() if p.grad is not None and p.grad.abs().sum() > 0}
+
+
+def test_detach_state_stops_the_future_cost_gradient_at_the_decoder_state():
+    tied = future_loss_gradients("model.methods.future_cost.model=1")
+    stopped = future_loss_gradients("model.methods.future_cost.model=1", "model.methods.future_cost.detach_state=true")
+    assert any(n.startswith("decoder.layers.") for n in tied)
+    assert not any(n.startswith(("decoder.layers.", "encoder.layers.")) for n in stopped), sorted(stopped)
+    assert any(n.startswith("future_cell.") for n in stopped)
+
+
+def test_own_output_gives_the_future_softmax_its_own_projection():
+    untied = ("model.methods.future_cost.model=1", "model.share_embeddings=none")  # W_o apart from E
+    shared = future_loss_gradients(*untied)
+    own = future_loss_gradients(*untied, "model.methods.future_cost.own_output=true")
+    assert "output.weight" in shared and "future_output.weight" not in shared
+    assert "future_output.weight" in own and "output.weight" not in own
+    model = tiny("model.methods.future_cost.model=1", "model.methods.future_cost.own_output=true").eval()
+    b = batch()
+    out = model(b)
+    assert torch.allclose(out.logits, out.project(out.hidden)) and out.project is not model.future_output
+
+
+def test_a_gate_bias_of_minus_three_starts_model_two_close_to_the_decoder_state():
+    model = tiny("model.methods.future_cost.model=2", "model.methods.future_cost.gate_bias=-3").eval()
+    torch.nn.init.zeros_(model.gate.w_g.weight)  # g = σ(-3) = 0.0474 whatever F and H
+    dim = model.gate.w_g.in_features // 2
+    future, hidden = torch.randn(2, 5, dim), torch.randn(2, 5, dim)
+    g = 1.0 / (1.0 + math.exp(3.0))
+    assert torch.allclose(model.gate(future, hidden), g * future + (1 - g) * hidden, atol=1e-6)
+    b = batch()
+    out = model(b)
+    out.logits.sum().backward()
+    assert model.gate.bias.grad is not None and model.gate.bias.grad.abs() > 0
+    with pytest.raises(ConfigError, match="gate_bias"):
+        tiny("model.methods.future_cost.model=1", "model.methods.future_cost.gate_bias=-3")
+
+
 @pytest.mark.parametrize("fraction", ["0", "-0.5", "1.5"])
 def test_a_sample_fraction_outside_zero_to_one_is_a_configuration_error(fraction):
     with pytest.raises(ConfigError, match="sample_fraction"):
