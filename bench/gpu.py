@@ -30,7 +30,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from ordo.textio import atomic_write
+from ordo.data.textio import atomic_write
 
 D, H, FFN, L = 512, 8, 2048, 6
 S = T = 25
@@ -97,7 +97,7 @@ def ordo_model(vocab: int) -> torch.nn.Module:
 
 
 def ordo_batch(src: torch.Tensor, tgt: torch.Tensor | None = None):  # type: ignore[no-untyped-def]
-    from ordo.batch import Batch
+    from ordo.data.batch import Batch
 
     lengths = torch.full((src.size(0),), src.size(1), device=DEVICE)
     if tgt is None:

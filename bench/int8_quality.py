@@ -18,9 +18,9 @@ import torch
 
 from ordo.analysis.systems import translate_timed
 from ordo.api import load_run
+from ordo.data.textio import atomic_write, read_lines
 from ordo.evaluation.bleu import corpus_scores
 from ordo.evaluation.significance import sign_test
-from ordo.textio import atomic_write, read_lines
 
 
 def measure(run_dir: Path, sources: list[str], refs: list[str], checkpoint: str, tokenized: bool) -> list[str]:

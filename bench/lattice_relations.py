@@ -8,7 +8,7 @@ Issue 7 asks which is faster. Both give the (B, S, S) relation ids that lattice-
 - **stored**: every sentence's n×n relation matrix is computed once at prepare time and kept (uint8, n² bytes
   per sentence of n edges plus EOS), and a batch copies each sentence's matrix into a padded (B, S, S) tensor.
 
-Lattices are built with :func:`ordo.lattice.graph.build_lattice` from K random segmentations of random
+Lattices are built with :func:`ordo.data.lattice.graph.build_lattice` from K random segmentations of random
 strings, at three sizes; batches hold about 3,000 edges (the training configs' token budget). Each figure is
 the median over rounds of the time to collate a batch with its relation ids (the token collation is the same
 in both), and the bytes stored per sentence.
@@ -29,11 +29,11 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ordo.batch import Batch
-from ordo.batching import collate
-from ordo.lattice.graph import FIELD_END, FIELD_START, Lattice, batch_spans, build_lattice
+from ordo.data.batch import Batch
+from ordo.data.batching import collate
+from ordo.data.lattice.graph import FIELD_END, FIELD_START, Lattice, batch_spans, build_lattice
+from ordo.data.textio import atomic_write
 from ordo.methods.lattice_attn import lattice_relations
-from ordo.textio import atomic_write
 
 TOKENS_PER_BATCH = 3000
 SHAPES = {  # name -> (characters per sentence, mean token lengths of the K segmentations)

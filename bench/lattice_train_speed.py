@@ -32,8 +32,9 @@ from pathlib import Path
 import torch
 
 from ordo.api import build_for_data
-from ordo.config import build_config, merge, parse_overrides, read_yaml
-from ordo.data import DataMeta
+from ordo.config import build_config, merge, parse_overrides
+from ordo.data.corpus import DataMeta
+from ordo.data.textio import read_yaml
 from ordo.models.transformer import EncoderContext
 from ordo.training.trainer import Trainer
 

@@ -29,13 +29,13 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ordo.batch import Batch
-from ordo.batching import collate
 from ordo.build import build_model, count_parameters
 from ordo.config import load_config
-from ordo.lattice.graph import FIELD_END, FIELD_START
+from ordo.data.batch import Batch
+from ordo.data.batching import collate
+from ordo.data.lattice.graph import FIELD_END, FIELD_START
+from ordo.data.textio import atomic_write
 from ordo.losses import output_nll
-from ordo.textio import atomic_write
 
 SYSTEMS = {
     "baseline": [],

@@ -33,7 +33,7 @@ from pathlib import Path
 
 import torch
 
-from ordo.textio import atomic_write
+from ordo.data.textio import atomic_write
 
 V, D, H, F, L = 8000, 256, 4, 1024, 3
 B, S, T = 160, 25, 25
@@ -87,8 +87,8 @@ def ordo_model():  # type: ignore[no-untyped-def]
 
 
 def ordo_train() -> dict:
-    from ordo.batch import Batch
     from ordo.config import TrainConfig
+    from ordo.data.batch import Batch
     from ordo.losses import output_nll
     from ordo.training.optim import build_optimizer
 
@@ -111,7 +111,7 @@ def ordo_train() -> dict:
 
 
 def ordo_decode(beam: int, int8: bool = False) -> dict:
-    from ordo.batch import Batch
+    from ordo.data.batch import Batch
     from ordo.decoding.quantize import quantize_int8
     from ordo.decoding.search import beam_search, greedy_search
 

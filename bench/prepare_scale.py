@@ -1,6 +1,6 @@
 """Data at scale: ``ordo prepare`` on a large synthetic corpus, and the training loader's memory.
 
-For each corpus size (default 100,000 and 1,000,000 pairs of ``ordo.synthetic``'s SVO->SOV language) this
+For each corpus size (default 100,000 and 1,000,000 pairs of ``ordo.data.synthetic``'s SVO->SOV language) this
 writes the corpus, runs ``ordo prepare`` in its own process and reports pairs/s and that process's peak
 resident memory, with its CPU time (user + system, so that a busy machine does not change the figure); then, in a fresh process per size, it opens the prepared training split as the trainer does
 and draws one epoch of token batches (batching by length, collating every batch), reporting the peak memory.
@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def write_corpus(corpus: Path, pairs: int) -> float:
     """Write ``train.src/.tgt`` (``pairs`` lines) and small valid/test splits; returns seconds taken."""
-    from ordo.synthetic import write_corpus as write_synthetic
+    from ordo.data.synthetic import write_corpus as write_synthetic
 
     if (corpus / "test.tgt").exists():
         return 0.0
@@ -66,8 +66,8 @@ def prepare(corpus: Path, data: Path) -> tuple[float, float]:
 
 def loader_epoch(data: str) -> None:
     """(In a child process.) Draw one epoch of 3,000-token batches from ``data``'s train split; print a JSON line."""
-    from ordo.batching import collate, epoch_batches
-    from ordo.data import ParallelData
+    from ordo.data.batching import collate, epoch_batches
+    from ordo.data.corpus import ParallelData
 
     start = time.process_time()
     split = ParallelData.open(Path(data), "train")

@@ -24,14 +24,15 @@ import yaml
 from torch import nn
 
 from ordo.build import build_model, count_parameters
-from ordo.config import ExperimentConfig, build_config, read_yaml, save_config
-from ordo.data import LATTICE_DIR, DataMeta
+from ordo.config import ExperimentConfig, build_config, save_config
+from ordo.data.corpus import LATTICE_DIR, DataMeta
+from ordo.data.lattice.corpus import LatticeEncoder
+from ordo.data.source import SourceEncoder, model_inputs
+from ordo.data.textio import atomic_write, read_yaml
+from ordo.data.vocab import TokenVocab, Vocab, load_vocab
 from ordo.decoding.search import Hypothesis
 from ordo.decoding.translator import translate_rows
-from ordo.errors import CheckpointError, ConfigError, InputError
-from ordo.lattice.corpus import LatticeEncoder
-from ordo.lattice.graph import FIELDS as LATTICE_FIELDS
-from ordo.textio import atomic_write
+from ordo.errors import CheckpointError, ConfigError
 from ordo.training.checkpoint import (
     BEST_NAME,
     average_checkpoints,
@@ -40,7 +41,6 @@ from ordo.training.checkpoint import (
     step_checkpoints,
 )
 from ordo.training.trainer import Progress, Trainer
-from ordo.vocab import TokenVocab, Vocab, load_vocab
 
 logger = logging.getLogger("ordo")
 
@@ -177,20 +177,10 @@ class LoadedRun:
     def encode_inputs(
         self, sentences: list[str], source: str = "input"
     ) -> tuple[list[np.ndarray], dict[str, list[np.ndarray]]]:
-        """Source token rows and per-token fields (a lattice run's spans, SPEC §3).
-
-        An over-long sentence is an error naming ``source`` and its (1-based) line; an over-long lattice is
-        truncated to its first ``model.max_positions - 1`` edges with a warning naming the line.
-        """
-        limit = self.cfg.model.max_positions - 1
-        if self.lattice is not None:
-            return _lattice_inputs(self.lattice, sentences, source, limit)
-        rows = []
-        for line, ids in enumerate(self.src_vocab.encode_batch(sentences), start=1):
-            if len(ids) > limit:
-                raise InputError(f"{source}:{line}: {len(ids)} pieces, more than model.max_positions-1={limit}")
-            rows.append(np.asarray(ids, dtype=np.int64))
-        return rows, {}
+        """Source token rows and per-token fields (a lattice run's spans, SPEC §3); a sentence (or lattice) over
+        ``model.max_positions - 1`` pieces (edges) is an error naming ``source`` and its (1-based) line."""
+        encoder = SourceEncoder(self.src_vocab, self.lattice)
+        return model_inputs(encoder, sentences, source, self.cfg.model.max_positions - 1)
 
     def translate_hypotheses(
         self, sentences: list[str], progress: bool = False, source: str = "input", **decode: Any
@@ -208,23 +198,6 @@ class LoadedRun:
     def detokenize(self, hyp: Hypothesis) -> str:
         """Text of one hypothesis."""
         return self.tgt_vocab.decode(hyp.tokens)
-
-
-def _lattice_inputs(
-    lattice: LatticeEncoder, sentences: list[str], source: str, limit: int
-) -> tuple[list[np.ndarray], dict[str, list[np.ndarray]]]:
-    """Edge rows and span fields of raw sentences, lattices over ``limit`` edges truncated with a warning."""
-    labels = [f"{source}:{line}" for line in range(1, len(sentences) + 1)]
-    rows: list[np.ndarray] = []
-    fields: dict[str, list[np.ndarray]] = {name: [] for name in LATTICE_FIELDS}
-    for label, encoded in zip(labels, lattice.encode(sentences, labels)):
-        if len(encoded.ids) > limit:
-            logger.warning("%s: lattice of %d edges truncated to model.max_positions-1=%d", label, len(encoded.ids), limit)
-            encoded.ids, encoded.starts, encoded.ends = encoded.ids[:limit], encoded.starts[:limit], encoded.ends[:limit]
-        rows.append(np.asarray(encoded.ids, dtype=np.int64))
-        for name, values in encoded.fields().items():
-            fields[name].append(values)
-    return rows, fields
 
 
 def load_run(run_dir: str | Path, checkpoint: str = "best", device: str = "auto", int8: bool = False) -> LoadedRun:

@@ -173,8 +173,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def run_prepare(args: argparse.Namespace) -> None:
     """``ordo prepare``."""
-    from ordo.config import from_dict, merge, parse_overrides, read_yaml
-    from ordo.prepare import PrepareConfig, prepare
+    from ordo.config import from_dict, merge, parse_overrides
+    from ordo.data.prepare import PrepareConfig, prepare
+    from ordo.data.textio import read_yaml
 
     raw = read_yaml(args.config) if args.config else {}
     flags = {
@@ -199,7 +200,8 @@ def run_prepare(args: argparse.Namespace) -> None:
 def run_train(args: argparse.Namespace) -> None:
     """``ordo train``."""
     from ordo import api
-    from ordo.config import merge, parse_overrides, read_yaml
+    from ordo.config import merge, parse_overrides
+    from ordo.data.textio import read_yaml
 
     raw: dict[str, Any] = read_yaml(args.config) if args.config else {}
     if args.data:
@@ -223,7 +225,7 @@ def _decode_overrides(args: argparse.Namespace) -> dict[str, Any]:
 def run_translate(args: argparse.Namespace) -> None:
     """``ordo translate``: one line out per line in (n-best: ``i ||| text ||| score`` lines)."""
     from ordo import api
-    from ordo.textio import atomic_write, iter_stream_lines, read_lines
+    from ordo.data.textio import atomic_write, iter_stream_lines, read_lines
 
     run = api.load_run(args.model, args.checkpoint, args.device, int8=args.int8)
     if args.input:
@@ -327,16 +329,16 @@ def run_analyze(args: argparse.Namespace) -> None:
 
 def run_align(args: argparse.Namespace) -> None:
     """``ordo align``: with an aligner, or from a trained model's attention (``--model``)."""
-    from ordo.alignment.aligners import write_alignment
     from ordo.api import setup_logging
+    from ordo.data.alignment.aligners import write_alignment
 
     setup_logging()
     if args.model:
         from ordo import api
-        from ordo.alignment.attention_align import align_with_model
-        from ordo.alignment.links import format_links
+        from ordo.analysis.attention_align import align_with_model
+        from ordo.data.alignment.links import format_links
+        from ordo.data.textio import atomic_write
         from ordo.evaluation.bleu import read_hyp_ref
-        from ordo.textio import atomic_write
 
         sources, targets = read_hyp_ref(args.src, args.tgt)
         run = api.load_run(args.model, args.checkpoint, args.device)
@@ -351,8 +353,8 @@ def run_evaluate_alignment(args: argparse.Namespace) -> None:
     """``ordo evaluate-alignment``: AER (Och & Ney 2003) of --hyp against --gold."""
     from itertools import islice
 
-    from ordo.alignment.aer import alignment_error_rate
-    from ordo.alignment.links import read_links
+    from ordo.data.alignment.links import read_links
+    from ordo.evaluation.aer import alignment_error_rate
 
     golds = list(read_links(args.gold, one_based=not args.gold_zero_based))
     if args.first:
@@ -365,10 +367,10 @@ def run_evaluate_alignment(args: argparse.Namespace) -> None:
 
 def run_reorder(args: argparse.Namespace) -> None:
     """``ordo reorder``: each source line with its words moved to their target-order slots."""
-    from ordo.alignment.links import check_range, read_links, split_words
-    from ordo.alignment.target_order import reorder_words, target_order
+    from ordo.data.alignment.links import check_range, read_links, split_words
+    from ordo.data.alignment.target_order import reorder_words, target_order
+    from ordo.data.textio import atomic_write, iter_lines
     from ordo.errors import InputError
-    from ordo.textio import atomic_write, iter_lines
 
     with atomic_write(args.out) as handle:
         lines, alignments = iter_lines(args.src), read_links(args.align)

@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 
 import yaml
 
+from ordo.data.textio import atomic_write, read_yaml
 from ordo.errors import ConfigError
 
 SCHEMA_VERSION = 1
@@ -258,22 +259,6 @@ def build_config(raw: dict[str, Any], where: str = "config") -> ExperimentConfig
     return config
 
 
-def read_yaml(path: str | Path) -> dict[str, Any]:
-    """Parse a YAML file into a dict, with errors naming the file."""
-    path = Path(path)
-    if not path.is_file():
-        raise ConfigError(f"{path}: no such config file")
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except yaml.YAMLError as err:
-        raise ConfigError(f"{path}: invalid YAML: {err}") from None
-    if data is None:
-        return {}
-    if not isinstance(data, dict):
-        raise ConfigError(f"{path}: expected a mapping at the top level")
-    return data
-
-
 def load_config(path: str | Path | None = None, overrides: list[str] | None = None) -> ExperimentConfig:
     """Load a YAML experiment config (optional) and apply ``--set key=value`` overrides."""
     raw = read_yaml(path) if path else {}
@@ -283,7 +268,5 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
 
 def save_config(config: ExperimentConfig, path: str | Path) -> None:
     """Write the resolved config as YAML, atomically."""
-    from ordo.textio import atomic_write
-
     with atomic_write(path) as handle:
         yaml.safe_dump(to_dict(config), handle, sort_keys=False)

@@ -1,6 +1,6 @@
 """``ordo demo``: the whole workflow on a synthetic SVO -> SOV language pair, on the CPU in a few minutes.
 
-Generates the pair (:mod:`ordo.synthetic`), prepares it, trains a small Transformer for a fixed number of
+Generates the pair (:mod:`ordo.data.synthetic`), prepares it, trains a small Transformer for a fixed number of
 updates (so the same seed gives the same result), translates the held-out test set and scores it.
 """
 
@@ -12,10 +12,10 @@ from pathlib import Path
 
 from ordo import api
 from ordo.config import build_config
+from ordo.data.prepare import PrepareConfig, prepare
+from ordo.data.synthetic import write_corpus
+from ordo.data.textio import atomic_write, read_lines
 from ordo.evaluation.bleu import corpus_scores
-from ordo.prepare import PrepareConfig, prepare
-from ordo.synthetic import write_corpus
-from ordo.textio import atomic_write, read_lines
 
 logger = logging.getLogger("ordo.demo")
 

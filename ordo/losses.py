@@ -13,7 +13,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ordo.batch import PAD_ID, Batch
+from ordo.data.batch import PAD_ID, Batch
 from ordo.models.outputs import Seq2SeqOutput
 
 CHUNK_ELEMENTS = 1 << 22  # logits per chunk on the CPU (16 MB in float32, near the caches): 2**22 // V rows

@@ -13,8 +13,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from ordo.data.textio import read_parallel_lines
 from ordo.errors import InputError
-from ordo.textio import read_parallel_lines
 
 
 def is_metadata(line: str) -> bool:

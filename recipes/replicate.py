@@ -27,8 +27,7 @@ from ordo import api
 from ordo.analysis.systems import training_figures
 from ordo.build import count_parameters
 from ordo.cli import main as ordo
-from ordo.config import read_yaml
-from ordo.textio import atomic_write, read_lines
+from ordo.data.textio import atomic_write, read_lines, read_yaml
 from ordo.training.checkpoint import load_checkpoint
 
 HYPS = ROOT / "bench" / "hyps"

@@ -4,8 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from ordo.prepare import PrepareConfig, prepare
-from ordo.synthetic import write_corpus
+from ordo.data.prepare import PrepareConfig, prepare
+from ordo.data.synthetic import write_corpus
 
 
 def prepared(root: Path, train: int, vocab_size: int) -> Path:

@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 
 from ordo.build import build_model, count_parameters
-from ordo.config import build_config, from_dict, merge, parse_overrides, read_yaml
-from ordo.prepare import PrepareConfig
+from ordo.config import build_config, from_dict, merge, parse_overrides
+from ordo.data.prepare import PrepareConfig
+from ordo.data.textio import read_yaml
 
 RECIPES = Path(__file__).resolve().parents[1] / "recipes"
 sys.path.insert(0, str(RECIPES))

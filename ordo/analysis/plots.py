@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from ordo.textio import atomic_write
+from ordo.data.textio import atomic_write
 
 
 def line_plot(

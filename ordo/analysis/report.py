@@ -10,7 +10,7 @@ from ordo.analysis.plots import line_plot
 from ordo.analysis.systems import bleu_metric, compare_systems, robustness_curve, system_headers
 from ordo.analysis.tables import Cell, markdown_table, write_tables
 from ordo.api import load_run
-from ordo.textio import atomic_write
+from ordo.data.textio import atomic_write
 
 
 def systems_report(
@@ -73,7 +73,7 @@ def sim_report(runs: Sequence[tuple[str, Path]], data_dir: Path, split: str = "t
 def attention_plots(runs: Sequence[tuple[str, Path]], sources: list[str], refs: list[str], line: int, out: Path,
                     checkpoint: str = "best", device: str = "auto") -> list[Path]:
     """``out/attention_NAME.png``: the forced-decoding attention of test line ``line`` (1-based) for every run."""
-    from ordo.alignment.attention_align import attention_matrices
+    from ordo.analysis.attention_align import attention_matrices
     from ordo.analysis.plots import heatmap
     from ordo.errors import InputError
 

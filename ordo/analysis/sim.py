@@ -14,8 +14,8 @@ import torch
 import torch.nn.functional as F
 
 from ordo.api import load_run
-from ordo.batching import collate, epoch_batches
-from ordo.data import ParallelData
+from ordo.data.batching import collate, epoch_batches
+from ordo.data.corpus import ParallelData
 from ordo.errors import InputError
 from ordo.methods.exgre import FIELD, PR_NAME
 from ordo.models.embeddings import sinusoidal_table

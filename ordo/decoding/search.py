@@ -31,7 +31,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from ordo.batch import BOS_ID, EOS_ID, PAD_ID, Batch
+from ordo.data.batch import BOS_ID, EOS_ID, PAD_ID, Batch
 from ordo.models.outputs import DecoderState, Seq2SeqModel
 
 

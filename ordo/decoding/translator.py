@@ -9,9 +9,9 @@ import torch
 from torch import nn
 from tqdm import tqdm
 
-from ordo.batch import Batch
-from ordo.batching import collate, epoch_batches
 from ordo.config import DecodeConfig
+from ordo.data.batch import Batch
+from ordo.data.batching import collate, epoch_batches
 from ordo.decoding.quantize import is_int8
 from ordo.decoding.search import Hypothesis, beam_search, greedy_search
 from ordo.errors import ConfigError

@@ -24,8 +24,8 @@ from pathlib import Path
 import numpy as np
 from sacrebleu.metrics import BLEU, CHRF
 
+from ordo.data.textio import read_parallel_lines
 from ordo.errors import InputError
-from ordo.textio import read_parallel_lines
 
 MAX_ORDER = 4
 """Highest n-gram order of BLEU (Papineni et al., 2002)."""

@@ -35,8 +35,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ordo.alignment.reorder_field import FIELD
-from ordo.batch import Batch
+from ordo.data.alignment.reorder_field import FIELD
+from ordo.data.batch import Batch
 from ordo.errors import ConfigError
 from ordo.losses import AuxLoss
 from ordo.methods.registry import Method, register_method

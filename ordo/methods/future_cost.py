@@ -29,7 +29,7 @@ from functools import partial
 import torch
 from torch import nn
 
-from ordo.batch import EOS_ID, PAD_ID, Batch
+from ordo.data.batch import EOS_ID, PAD_ID, Batch
 from ordo.errors import ConfigError
 from ordo.losses import AuxLoss, output_nll
 from ordo.methods.registry import Method, register_method

@@ -14,9 +14,9 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from ordo.batch import Batch
+from ordo.data.batch import Batch
+from ordo.data.lattice.graph import FIELDS, batch_spans
 from ordo.errors import ConfigError
-from ordo.lattice.graph import FIELDS, batch_spans
 from ordo.methods.registry import Method, register_method
 from ordo.models.embeddings import SinusoidalPositions
 from ordo.models.slots import Slots

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from ordo.batch import Batch
+from ordo.data.batch import Batch
 from ordo.errors import ConfigError
 from ordo.methods.registry import Method, register_method
 from ordo.models.attention import RelationSelfAttention

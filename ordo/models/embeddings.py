@@ -7,7 +7,7 @@ import math
 import torch
 from torch import nn
 
-from ordo.batch import PAD_ID, Batch
+from ordo.data.batch import PAD_ID, Batch
 
 
 def sinusoidal_table(num_positions: int, dim: int) -> torch.Tensor:

@@ -8,7 +8,7 @@ from typing import Protocol
 import torch
 from torch import nn
 
-from ordo.batch import Batch
+from ordo.data.batch import Batch
 
 
 @dataclass

@@ -16,7 +16,7 @@ import torch
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-from ordo.batch import PAD_ID, Batch
+from ordo.data.batch import PAD_ID, Batch
 from ordo.models.dropout import dropout
 from ordo.models.outputs import DecoderState, EncoderOutput, Seq2SeqOutput
 

@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ordo.batch import Batch
+from ordo.data.batch import Batch
 from ordo.models.attention import CrossAttention, SelfAttention, key_padding_to_attn_mask
 from ordo.models.dropout import dropout
 from ordo.models.embeddings import ScaledEmbedding, SinusoidalPositions

@@ -23,16 +23,17 @@ import torch
 from torch import nn
 from tqdm import tqdm
 
-from ordo.batch import Batch
-from ordo.batching import collate, epoch_batches
 from ordo.config import ExperimentConfig, to_dict
-from ordo.data import ParallelData
+from ordo.data.batch import Batch
+from ordo.data.batching import collate, epoch_batches
+from ordo.data.corpus import ParallelData
+from ordo.data.textio import read_lines
+from ordo.data.vocab import Vocab
 from ordo.decoding.translator import translate_rows
 from ordo.errors import CheckpointError, ConfigError
 from ordo.evaluation.bleu import corpus_scores
 from ordo.losses import AuxLoss, output_nll
 from ordo.precision import amp_dtype, autocast
-from ordo.textio import read_lines
 from ordo.training.checkpoint import (
     BEST_NAME,
     load_checkpoint,
@@ -42,7 +43,6 @@ from ordo.training.checkpoint import (
 )
 from ordo.training.distributed import DistributedContext
 from ordo.training.optim import build_optimizer, inverse_sqrt_lr, set_lr
-from ordo.vocab import Vocab
 
 logger = logging.getLogger("ordo.train")
 BATCH_BY = ("longer", "target")  # train.batch_by: which side of a pair counts toward train.max_tokens

@@ -4,9 +4,9 @@ import random
 
 import pytest
 
-from ordo.alignment.links import read_links
 from ordo.cli import main
-from ordo.synthetic import LEXICON, TARGET_WORD_CLASS, generate_pair_with_alignment
+from ordo.data.alignment.links import read_links
+from ordo.data.synthetic import LEXICON, TARGET_WORD_CLASS, generate_pair_with_alignment
 
 
 @pytest.fixture(scope="module")

@@ -2,11 +2,11 @@
 
 import pytest
 
-from ordo.alignment.aer import alignment_error_rate
-from ordo.alignment.links import SentenceLinks, check_range, format_links, parse_links, read_links
-from ordo.alignment.symmetrize import grow_diag_final_and, intersection, union
-from ordo.alignment.target_order import piece_positions, reorder_words, target_order
+from ordo.data.alignment.links import SentenceLinks, check_range, format_links, parse_links, read_links
+from ordo.data.alignment.symmetrize import grow_diag_final_and, intersection, union
+from ordo.data.alignment.target_order import piece_positions, reorder_words, target_order
 from ordo.errors import InputError
+from ordo.evaluation.aer import alignment_error_rate
 
 
 def test_parse_sure_and_possible_links_one_and_zero_based():
@@ -81,8 +81,8 @@ def test_pieces_follow_their_word_and_keep_inner_order():
 
 
 def test_words_are_split_on_ascii_spaces_only_and_aligners_see_the_same_count():
-    from ordo.alignment.aligners import _aligner_line
-    from ordo.alignment.links import split_words
+    from ordo.data.alignment.aligners import _aligner_line
+    from ordo.data.alignment.links import split_words
 
     text = "足利 \u3000 義満  x\u3000y"
     assert split_words(text) == ["足利", "\u3000", "義満", "x\u3000y"]

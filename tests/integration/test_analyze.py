@@ -6,7 +6,7 @@ from ordo import api
 from ordo.build import count_parameters
 from ordo.cli import main
 from ordo.config import load_config
-from ordo.textio import read_lines
+from ordo.data.textio import read_lines
 
 TINY = ["model.preset=tiny", "model.d_model=32", "model.ffn_dim=64", "train.max_tokens=400", "train.max_steps=30",
         "train.valid_every=30", "train.progress=false", "train.valid_bleu=false", "train.threads=2"]

@@ -5,7 +5,7 @@ import gzip
 import pytest
 
 from ordo.cli import main
-from ordo.textio import read_lines
+from ordo.data.textio import read_lines
 
 
 def test_prepare_train_translate_average_evaluate(demo_data, tmp_path, capsys):

@@ -1,7 +1,7 @@
 """``ordo demo`` is reproducible: the same seed gives the same translations and BLEU."""
 
+from ordo.data.textio import read_lines
 from ordo.demo import run_demo
-from ordo.textio import read_lines
 
 
 def test_same_seed_same_result(tmp_path):

@@ -4,7 +4,7 @@ import pytest
 
 from ordo import api
 from ordo.cli import main
-from ordo.textio import read_lines
+from ordo.data.textio import read_lines
 
 ctranslate2 = pytest.importorskip("ctranslate2")
 

@@ -10,10 +10,10 @@ import torch
 from torch import nn
 
 from ordo import api
-from ordo.batch import PAD_ID
-from ordo.batching import collate
 from ordo.cli import main
-from ordo.textio import read_lines
+from ordo.data.batch import PAD_ID
+from ordo.data.batching import collate
+from ordo.data.textio import read_lines
 
 cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 

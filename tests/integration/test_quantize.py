@@ -6,14 +6,14 @@ import sacrebleu
 import torch
 from torch import nn
 
-from ordo.batch import Batch
 from ordo.build import build_model
 from ordo.cli import main
 from ordo.config import load_config
+from ordo.data.batch import Batch
+from ordo.data.textio import read_lines
 from ordo.decoding.quantize import quantize_int8
 from ordo.errors import ConfigError
 from ordo.models.transformer import OutputProjection
-from ordo.textio import read_lines
 
 VOCAB = 60
 

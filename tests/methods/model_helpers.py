@@ -2,9 +2,9 @@
 
 import torch
 
-from ordo.batch import Batch
 from ordo.build import build_model
 from ordo.config import load_config
+from ordo.data.batch import Batch
 
 
 def tiny(*overrides: str, vocab: int = 40, seed: int = 0, preset: str = "tiny") -> torch.nn.Module:

@@ -137,7 +137,7 @@ def test_training_without_the_field_names_what_is_missing(train_tiny):
 
 
 def test_prepare_stores_target_order_positions_that_are_permutations(aligned_data):
-    from ordo.data import ParallelData
+    from ordo.data.corpus import ParallelData
 
     data = ParallelData.open(aligned_data, "train")
     assert FIELD in data.fields
@@ -168,7 +168,7 @@ def test_trains_on_a_tiny_task_and_with_the_soft_window_the_reordering_loss_fall
 def test_sim_of_a_trained_run_and_of_plain_positions(aligned_data, tmp_path):
     from ordo import api
     from ordo.analysis.sim import reordering_similarity
-    from ordo.data import ParallelData
+    from ordo.data.corpus import ParallelData
 
     cfg = load_config(None, [f"data={aligned_data}", "model.preset=tiny", "model.d_model=32", "model.ffn_dim=64",
                              "train.max_steps=5", "train.valid_every=5", "train.progress=false",

@@ -7,8 +7,8 @@ import torch
 from model_helpers import tiny, toy_batch
 
 from ordo import api
-from ordo.batch import EOS_ID, Batch
 from ordo.cli import main
+from ordo.data.batch import EOS_ID, Batch
 from ordo.decoding.search import beam_search, greedy_search
 from ordo.errors import ConfigError
 from ordo.methods.future_cost import FutureCostModel, future_cost_loss, mean_source_state

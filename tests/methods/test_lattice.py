@@ -15,20 +15,20 @@ import torch
 from model_helpers import tiny, toy_batch
 
 from ordo import api
-from ordo.batching import collate
 from ordo.cli import main
 from ordo.config import load_config
-from ordo.data import ParallelData
+from ordo.data.batching import collate
+from ordo.data.corpus import ParallelData
+from ordo.data.lattice.graph import FIELD_END, FIELD_START, Lattice, build_lattice
+from ordo.data.prepare import PrepareConfig, prepare
+from ordo.data.synthetic import write_corpus
+from ordo.data.textio import read_lines
 from ordo.errors import ConfigError
 from ordo.export import check_exportable
-from ordo.lattice.graph import FIELD_END, FIELD_START, Lattice, build_lattice
 from ordo.methods.lattice_attn import RELATIONS, LatticeRelations
 from ordo.methods.lattice_pe import LatticeSourcePositions, lattice_positions
 from ordo.models.attention import RelationSelfAttention, SelfAttention
 from ordo.models.embeddings import SequentialSourcePositions, SinusoidalPositions
-from ordo.prepare import PrepareConfig, prepare
-from ordo.synthetic import write_corpus
-from ordo.textio import read_lines
 
 LATTICE_TRAIN = ["model.preset=tiny", "model.d_model=32", "model.ffn_dim=64", "model.share_embeddings=decoder",
                  "train.max_tokens=600", "train.warmup_steps=20", "train.lr=3e-3", "train.progress=false",
@@ -196,8 +196,8 @@ def test_translate_builds_lattices_from_raw_text_with_the_runs_segmenters(lattic
     source.write_text(texts[0] + "\n" + " ".join([texts[1]] * (1024 // len(rows[1]) + 1)) + "\n", encoding="utf-8")
     output = tmp_path / "out.txt"
     assert main(["translate", "--model", str(run), "--input", str(source), "--output", str(output), "--beam", "2",
-                 "--max-len-a", "0", "--max-len-b", "5"]) == 0
-    assert len(read_lines(output)) == 2
+                 "--max-len-a", "0", "--max-len-b", "5"]) != 0
+    assert not output.exists()  # refused as a plain over-long sentence is, never cut
     err = capsys.readouterr().err
-    assert f"{source}:2: lattice of" in err and "truncated to model.max_positions-1=1023" in err
+    assert f"{source}:2:" in err and "lattice edges, more than model.max_positions-1=1023" in err
     assert f"{source}:1:" not in err

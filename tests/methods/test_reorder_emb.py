@@ -6,8 +6,8 @@ import pytest
 import torch
 from model_helpers import tiny, toy_batch
 
-from ordo.batch import Batch
 from ordo.build import count_parameters
+from ordo.data.batch import Batch
 from ordo.errors import ConfigError
 from ordo.methods.reorder_emb import PositionalPenalty, ReorderingEncoderLayer, ReorderingStep
 from ordo.models.embeddings import SinusoidalPositions, sinusoidal_table

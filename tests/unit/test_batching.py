@@ -2,8 +2,8 @@
 
 import numpy as np
 
-from ordo.batch import BOS_ID, EOS_ID, PAD_ID
-from ordo.batching import collate, epoch_batches
+from ordo.data.batch import BOS_ID, EOS_ID, PAD_ID
+from ordo.data.batching import collate, epoch_batches
 
 
 def lengths(n=500, seed=0):

@@ -7,9 +7,9 @@ from dataclasses import dataclass
 import pytest
 import torch
 
-from ordo.batch import Batch
 from ordo.build import build_model
 from ordo.config import load_config
+from ordo.data.batch import Batch
 from ordo.errors import ConfigError
 from ordo.losses import AuxLoss
 from ordo.methods import METHODS, Method

@@ -2,7 +2,8 @@
 
 import pytest
 
-from ordo.config import ExperimentConfig, build_config, load_config, parse_overrides, read_yaml, save_config
+from ordo.config import ExperimentConfig, build_config, load_config, parse_overrides, save_config
+from ordo.data.textio import read_yaml
 from ordo.errors import ConfigError
 
 

@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 import yaml
 
-from ordo import data
-from ordo.data import DataMeta, ParallelData, TokenArray, write_field, write_token_array
+from ordo.data import corpus
+from ordo.data.corpus import DataMeta, ParallelData, TokenArray, write_field, write_token_array
+from ordo.data.vocab import Vocab
 from ordo.errors import InputError
-from ordo.vocab import Vocab
 
 ROWS = [[5, 6, 7], [], [8], [9, 10, 11, 12, 4]]
 
@@ -57,7 +57,7 @@ def test_rows_are_memory_mapped_and_returned_as_int64_copies(tmp_path):
 
 
 def test_streaming_across_flushes(tmp_path, monkeypatch):
-    monkeypatch.setattr(data, "_FLUSH_TOKENS", 4)
+    monkeypatch.setattr(corpus, "_FLUSH_TOKENS", 4)
     rows = [np.arange(i % 5, dtype=np.int64) for i in range(50)]
     assert write_token_array(tmp_path / "a", iter(rows), vocab_size=10) == 50
     array = TokenArray.open(tmp_path / "a")
@@ -66,7 +66,7 @@ def test_streaming_across_flushes(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("bad", [-1, 10])
 def test_value_out_of_range_names_row_and_writes_nothing(tmp_path, monkeypatch, bad):
-    monkeypatch.setattr(data, "_FLUSH_TOKENS", 4)
+    monkeypatch.setattr(corpus, "_FLUSH_TOKENS", 4)
     rows = [[1, 2]] * 7 + [[3, bad]] + [[1]] * 3
     with pytest.raises(InputError, match=r"a: row 7: value"):
         write_token_array(tmp_path / "a", rows, vocab_size=10)

@@ -11,14 +11,14 @@ import numpy as np
 import pytest
 
 from ordo.cli import main
-from ordo.data import DataMeta, ParallelData, load_vocabs
+from ordo.data.corpus import DataMeta, ParallelData, load_vocabs
+from ordo.data.lattice.corpus import LatticeConfig, LatticeEncoder
+from ordo.data.lattice.graph import FIELD_END, FIELD_START, SegmentationMismatch, build_lattice
+from ordo.data.lattice.segmenters import check_specs, load_segmenter
+from ordo.data.prepare import PrepareConfig, prepare
+from ordo.data.textio import read_lines
+from ordo.data.vocab import UNK_ID, TokenVocab, Vocab
 from ordo.errors import ConfigError, InputError
-from ordo.lattice.corpus import LatticeConfig, LatticeEncoder
-from ordo.lattice.graph import FIELD_END, FIELD_START, SegmentationMismatch, build_lattice
-from ordo.lattice.segmenters import check_specs, load_segmenter
-from ordo.prepare import PrepareConfig, prepare
-from ordo.textio import read_lines
-from ordo.vocab import UNK_ID, TokenVocab, Vocab
 
 WORDS = ["cat", "dog", "bird", "sees", "likes", "the", "a", "big", "small", "red", "house", "tree", "runs", "eats"]
 CHINESE = ["贸易发展局副总裁在香港说。", "我们今天去北京大学参观。", "他喜欢吃苹果和香蕉。", "中国经济发展很快。",
@@ -150,7 +150,7 @@ def test_a_one_segmentation_lattice_corpus_has_the_baseline_pieces(corpus, tmp_p
 def test_too_long_lattices_are_skipped_and_counted(corpus, tmp_path, caplog):
     out = tmp_path / "data"
     encoder_cfg = LatticeConfig(["spm:30", "spm:60"], max_edges=14)
-    with caplog.at_level(logging.WARNING, logger="ordo.prepare"):
+    with caplog.at_level(logging.WARNING, logger="ordo.data.prepare"):
         meta = prepare(PrepareConfig(**corpus, out=str(out), vocab_size=60, lattice=encoder_cfg),
                        progress=False)
     encoder = LatticeEncoder.load(out / "lattice")

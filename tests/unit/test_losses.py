@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ordo.batch import PAD_ID
+from ordo.data.batch import PAD_ID
 from ordo.losses import output_nll
 
 

@@ -3,9 +3,9 @@
 import pytest
 import torch
 
-from ordo.batch import Batch
 from ordo.build import build_model, count_parameters
 from ordo.config import load_config
+from ordo.data.batch import Batch
 from ordo.models.attention import (
     RelationSelfAttention,
     SelfAttention,
@@ -193,7 +193,7 @@ ENCODER_ATTENTION = {
 
 def spans_batch() -> Batch:
     """:func:`make_batch` with rows of 7, 4 and 5 tokens (two length groups) and random lattice spans."""
-    from ordo.lattice.graph import FIELD_END, FIELD_START
+    from ordo.data.lattice.graph import FIELD_END, FIELD_START
 
     batch = make_batch()
     batch.src_tokens[2, 5:] = 0

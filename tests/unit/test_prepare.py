@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from ordo.data import DataMeta, ParallelData, load_vocabs, write_field
+from ordo.data.corpus import DataMeta, ParallelData, load_vocabs, write_field
+from ordo.data.prepare import PrepareConfig, length_problem, prepare
+from ordo.data.textio import read_lines
+from ordo.data.vocab import train_sentencepiece
 from ordo.errors import ConfigError, InputError
-from ordo.prepare import PrepareConfig, length_problem, prepare
-from ordo.textio import read_lines
-from ordo.vocab import train_sentencepiece
 
 SHARED_DATA = Path(__file__).parents[2].parent / "shared" / "data"
 WORDS = ["cat", "dog", "bird", "sees", "likes", "the", "a", "big", "small", "red", "house", "tree", "runs", "eats"]
@@ -127,7 +127,7 @@ def test_empty_lines_skip_mode_counts(tiny_corpus, tmp_path, caplog):
     replace_line(tiny_corpus["train_src"], 5, b"")
     replace_line(tiny_corpus["train_tgt"], 9, b" ")
     replace_line(tiny_corpus["valid_src"], 1, b"")
-    with caplog.at_level(logging.INFO, logger="ordo.prepare"):
+    with caplog.at_level(logging.INFO, logger="ordo.data.prepare"):
         meta = prepare(config(tiny_corpus, tmp_path / "data", empty_lines="skip"), progress=False)
     assert meta.splits["train"] == 298 and meta.splits["valid"] == 29
     assert "2 skipped for an empty line" in caplog.text

@@ -9,9 +9,9 @@ import pytest
 import torch
 from torch import nn
 
-from ordo.batch import BOS_ID, EOS_ID, PAD_ID, Batch
 from ordo.build import build_model
 from ordo.config import load_config
+from ordo.data.batch import BOS_ID, EOS_ID, PAD_ID, Batch
 from ordo.decoding.search import Hypothesis, beam_search, greedy_search, max_output_lengths
 from ordo.models.outputs import DecoderState, EncoderOutput, Seq2SeqOutput
 

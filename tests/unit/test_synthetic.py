@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from ordo.synthetic import (
+from ordo.data.synthetic import (
     LEXICON,
     MAX_LENGTH,
     MIN_LENGTH,

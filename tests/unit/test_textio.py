@@ -5,8 +5,8 @@ import os
 
 import pytest
 
+from ordo.data.textio import atomic_write, iter_stream_lines, read_lines
 from ordo.errors import InputError
-from ordo.textio import atomic_write, iter_stream_lines, read_lines
 
 
 def test_stream_lines_name_the_stream_and_line_on_bad_utf8():

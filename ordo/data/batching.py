@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import torch
 
-from ordo.batch import BOS_ID, EOS_ID, PAD_ID, Batch
+from ordo.data.batch import BOS_ID, EOS_ID, PAD_ID, Batch
 
 
 def batch_by_tokens(sizes: np.ndarray, order: np.ndarray, max_tokens: int) -> list[np.ndarray]:

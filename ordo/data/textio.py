@@ -8,9 +8,11 @@ import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import IO, BinaryIO
+from typing import IO, Any, BinaryIO
 
-from ordo.errors import InputError
+import yaml
+
+from ordo.errors import ConfigError, InputError
 
 
 def open_binary(path: str | Path) -> BinaryIO:
@@ -84,3 +86,19 @@ def atomic_write(path: str | Path, mode: str = "w", encoding: str | None = "utf-
         if os.path.exists(tmp_name):
             os.unlink(tmp_name)
         raise
+
+
+def read_yaml(path: str | Path) -> dict[str, Any]:
+    """Parse a YAML file into a dict, with errors naming the file."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"{path}: no such config file")
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as err:
+        raise ConfigError(f"{path}: invalid YAML: {err}") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: expected a mapping at the top level")
+    return data

@@ -10,12 +10,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-from ordo.alignment.aligners import align_files
-from ordo.alignment.links import Link, check_range, format_links, split_words
-from ordo.alignment.target_order import piece_positions, target_order
-from ordo.data import ParallelData, TokenArray, write_field
-from ordo.textio import atomic_write, iter_lines
-from ordo.vocab import Vocab
+from ordo.data.alignment.aligners import align_files
+from ordo.data.alignment.links import Link, check_range, format_links, split_words
+from ordo.data.alignment.target_order import piece_positions, target_order
+from ordo.data.corpus import ParallelData, TokenArray, write_field
+from ordo.data.textio import atomic_write, iter_lines
+from ordo.data.vocab import Vocab
 
 logger = logging.getLogger("ordo.align")
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 
-from ordo.alignment.links import Link
+from ordo.data.alignment.links import Link
 
 
 def target_order(src_len: int, links: Iterable[Link]) -> list[int]:

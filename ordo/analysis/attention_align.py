@@ -13,10 +13,10 @@ from collections.abc import Iterator, Sequence
 import numpy as np
 import torch
 
-from ordo.alignment.links import Link, split_words
-from ordo.alignment.reorder_field import pieces_per_word
 from ordo.api import LoadedRun
-from ordo.batching import collate, epoch_batches
+from ordo.data.alignment.links import Link, split_words
+from ordo.data.alignment.reorder_field import pieces_per_word
+from ordo.data.batching import collate, epoch_batches
 from ordo.errors import InputError
 
 ALIGNMENT = "alignment"  # the extras key of (B, T, S) attention weights

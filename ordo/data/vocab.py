@@ -1,6 +1,6 @@
 """SentencePiece vocabularies: training a model and mapping text to piece ids and back.
 
-Every model ordo trains reserves the special ids of :mod:`ordo.batch`: ``PAD_ID`` 0, ``UNK_ID`` 1,
+Every model ordo trains reserves the special ids of :mod:`ordo.data.batch`: ``PAD_ID`` 0, ``UNK_ID`` 1,
 ``BOS_ID`` 2, ``EOS_ID`` 3. Encoding returns pieces only; ``collate`` adds BOS/EOS.
 """
 
@@ -13,9 +13,9 @@ from pathlib import Path
 
 import sentencepiece as spm
 
-from ordo.batch import BOS_ID, EOS_ID, PAD_ID, UNK_ID
+from ordo.data.batch import BOS_ID, EOS_ID, PAD_ID, UNK_ID
+from ordo.data.textio import atomic_write
 from ordo.errors import ConfigError, InputError
-from ordo.textio import atomic_write
 
 MODEL_TYPES = ("unigram", "bpe")
 _SPECIAL_IDS = frozenset((PAD_ID, BOS_ID, EOS_ID))

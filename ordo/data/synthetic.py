@@ -49,7 +49,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from ordo.textio import atomic_write
+from ordo.data.textio import atomic_write
 
 __all__ = [
     "LEXICON",

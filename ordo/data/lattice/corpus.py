@@ -7,7 +7,7 @@ A lattice directory (``<data>/lattice``, copied into every run trained on it) ho
   filters of ``ordo prepare`` count), and the vocabulary file name;
 - ``spm.N.model``: the SentencePiece model of each ``spm:N`` segmenter;
 - ``src.tokens``: the one source vocabulary over the tokens of all segmentations
-  (:class:`ordo.vocab.TokenVocab`).
+  (:class:`ordo.data.vocab.TokenVocab`).
 
 ``ordo prepare`` builds it with :func:`train_lattice_encoder`; ``ordo translate`` loads it with
 :meth:`LatticeEncoder.load`, so raw text is segmented exactly as the training data was.
@@ -26,14 +26,13 @@ from typing import Any
 import numpy as np
 import yaml
 
-from ordo.config import read_yaml
+from ordo.data.lattice.graph import FIELD_END, FIELD_START, Lattice, SegmentationMismatch, build_lattice
+from ordo.data.lattice.segmenters import SPM_PREFIX, Segmenter, check_specs, load_segmenter, spm_model_name
+from ordo.data.textio import atomic_write, read_yaml
+from ordo.data.vocab import TokenVocab, train_sentencepiece
 from ordo.errors import ConfigError, InputError
-from ordo.lattice.graph import FIELD_END, FIELD_START, Lattice, SegmentationMismatch, build_lattice
-from ordo.lattice.segmenters import SPM_PREFIX, Segmenter, check_specs, load_segmenter, spm_model_name
-from ordo.textio import atomic_write
-from ordo.vocab import TokenVocab, train_sentencepiece
 
-logger = logging.getLogger("ordo.lattice")
+logger = logging.getLogger("ordo.data.lattice")
 
 SPEC_NAME = "lattice.yaml"
 VOCAB_NAME = "src" + TokenVocab.SUFFIX
@@ -168,7 +167,7 @@ def train_lattice_encoder(
         sources: ``(file:line, text)`` of every training source sentence, for the vocabulary.
         directory: the lattice directory to (re)write.
         spm_options: ``model_type``, ``character_coverage``, ``input_sentence_size`` and ``seed`` of
-            :func:`ordo.vocab.train_sentencepiece`.
+            :func:`ordo.data.vocab.train_sentencepiece`.
 
     Returns:
         The encoder over the new directory.

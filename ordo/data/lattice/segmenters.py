@@ -23,8 +23,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from ordo.data.vocab import Vocab
 from ordo.errors import ConfigError
-from ordo.vocab import Vocab
 
 WORD_SEGMENTERS = ("chars", "jieba", "thulac")
 SPM_PREFIX = "spm:"

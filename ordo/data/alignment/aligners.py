@@ -15,10 +15,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 
-from ordo.alignment.links import Link, format_links, read_links, split_words
-from ordo.alignment.symmetrize import SYMMETRIZATIONS
+from ordo.data.alignment.links import Link, format_links, read_links, split_words
+from ordo.data.alignment.symmetrize import SYMMETRIZATIONS
+from ordo.data.textio import atomic_write, iter_lines
 from ordo.errors import ConfigError, InputError, OrdoError
-from ordo.textio import atomic_write, iter_lines
 
 logger = logging.getLogger("ordo.align")
 

@@ -12,8 +12,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from ordo.data.textio import iter_lines
 from ordo.errors import InputError
-from ordo.textio import iter_lines
 
 Link = tuple[int, int]  # (source word, target word), 0-based
 _LINK = re.compile(r"^(\d+)([-p])(\d+)$")

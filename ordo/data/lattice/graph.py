@@ -19,7 +19,7 @@ from itertools import accumulate
 
 import torch
 
-from ordo.batch import Batch
+from ordo.data.batch import Batch
 
 FIELD_START = "lattice_start"  # per-edge field: start node i of e_{i:j} (0-based)
 FIELD_END = "lattice_end"  # per-edge field: end node j of e_{i:j}
@@ -95,7 +95,7 @@ def build_lattice(segmentations: list[list[str]]) -> Lattice:
 def batch_spans(batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
     """Start and end nodes of every source token of a collated batch, EOS and padding included.
 
-    The fields hold 0 at EOS and padding (``ordo.batching.collate``); EOS gets the span (N, N+1) after the
+    The fields hold 0 at EOS and padding (``ordo.data.batching.collate``); EOS gets the span (N, N+1) after the
     last element of its sentence, and so does padding, which attention masks anyway.
 
     Shape:

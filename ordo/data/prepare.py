@@ -13,7 +13,7 @@ Steps, in order:
 4. ``data.yaml`` is written last, so a directory that has one is complete.
 
 With a ``lattice`` section (paper 002, SPEC §3) the source side is a lattice of several segmentations:
-step 2 trains the target's SentencePiece model and the lattice directory (:mod:`ordo.lattice.corpus`),
+step 2 trains the target's SentencePiece model and the lattice directory (:mod:`ordo.data.lattice.corpus`),
 step 3 writes every source as its lattice's edge ids with the per-edge fields ``lattice_start`` and
 ``lattice_end``, and skips (and counts) a pair whose lattice has more than ``lattice.max_edges`` edges.
 
@@ -31,19 +31,18 @@ from dataclasses import dataclass, field
 from itertools import islice, zip_longest
 from pathlib import Path
 
-import numpy as np
 from tqdm import tqdm
 
-from ordo.alignment.aligners import ALIGNERS
-from ordo.alignment.symmetrize import SYMMETRIZATIONS
-from ordo.data import LATTICE_DIR, META_NAME, DataMeta, TokenArrayWriter
+from ordo.data.alignment.aligners import ALIGNERS
+from ordo.data.alignment.symmetrize import SYMMETRIZATIONS
+from ordo.data.corpus import LATTICE_DIR, META_NAME, DataMeta, TokenArrayWriter
+from ordo.data.lattice.corpus import LatticeConfig, LatticeEncoder, train_lattice_encoder
+from ordo.data.source import SourceEncoder
+from ordo.data.textio import atomic_write, iter_lines
+from ordo.data.vocab import MODEL_TYPES, TokenVocab, Vocab, train_sentencepiece
 from ordo.errors import ConfigError, InputError
-from ordo.lattice.corpus import LatticeConfig, LatticeEncoder, train_lattice_encoder
-from ordo.lattice.graph import FIELDS as LATTICE_FIELDS
-from ordo.textio import atomic_write, iter_lines
-from ordo.vocab import MODEL_TYPES, TokenVocab, Vocab, train_sentencepiece
 
-logger = logging.getLogger("ordo.prepare")
+logger = logging.getLogger("ordo.data.prepare")
 
 SPLITS = ("train", "valid", "test")
 EMPTY_LINE_MODES = ("error", "skip")
@@ -130,7 +129,7 @@ def prepare(cfg: PrepareConfig, progress: bool = True) -> DataMeta:
         for name, files in splits.items():
             source = plain if name == "train" and lattice is None else files  # lattices: file:line of the input
             pairs = _iter_pairs(*source, skip_empty=skip_empty)
-            _encode_split(name, pairs, SourceEncoder(src_vocab, lattice, files[0]), tgt_vocab, out, cfg, stats[name],
+            _encode_split(name, pairs, SourceEncoder(src_vocab, lattice), files[0], tgt_vocab, out, cfg, stats[name],
                           progress)
     finally:
         for path in plain:
@@ -142,13 +141,13 @@ def prepare(cfg: PrepareConfig, progress: bool = True) -> DataMeta:
         src_vocab=str(src_vocab.path.relative_to(out)), tgt_vocab=tgt_vocab.path.name,
         src_vocab_size=len(src_vocab), tgt_vocab_size=len(tgt_vocab),
         splits={name: s.kept for name, s in stats.items()},
-        fields={name: list(LATTICE_FIELDS) for name in stats} if lattice is not None else {},
+        fields={name: list(SourceEncoder(src_vocab, lattice).field_names) for name in stats if lattice is not None},
         src_lattice=LATTICE_DIR if lattice is not None else "",
     )
     meta.save(out)
     _log_summary(cfg, meta, stats)
     if cfg.reorder_positions:
-        from ordo.alignment.reorder_field import align_and_store
+        from ordo.data.alignment.reorder_field import align_and_store
 
         align_and_store(out, list(meta.splits), cfg.aligner, cfg.symmetrization)
         meta = DataMeta.load(out)
@@ -336,34 +335,11 @@ def length_problem(src_len: int, tgt_len: int, cfg: PrepareConfig) -> str | None
     return None
 
 
-@dataclass
-class SourceEncoder:
-    """How a split's source sentences become rows: SentencePiece pieces, or lattice edges with their spans.
-
-    Attributes:
-        vocab: the source vocabulary (the lattice's token vocabulary for a lattice corpus).
-        lattice: the segmenters of a lattice corpus, or None.
-        path: the split's source file, for ``file:line`` in messages.
-    """
-
-    vocab: Vocab | TokenVocab
-    lattice: LatticeEncoder | None
-    path: Path
-
-    def encode(self, chunk: list[tuple[int, str, str]]) -> list[tuple[list[int], dict[str, np.ndarray], int]]:
-        """For each ``(line, source, target)``: the source row, its per-token fields, and the length the
-        filters count (pieces, or the pieces of a lattice's 1-best segmentation)."""
-        texts = [a for _, a, _ in chunk]
-        if self.lattice is None:
-            return [(ids, {}, len(ids)) for ids in self.vocab.encode_batch(texts)]
-        encoded = self.lattice.encode(texts, [f"{self.path}:{line}" for line, _, _ in chunk])
-        return [(row.ids, row.fields(), row.one_best_length) for row in encoded]
-
-
 def _encode_split(
     name: str,
     pairs: Iterator[tuple[int, str, str]],
     source: SourceEncoder,
+    src_path: Path,
     tgt_vocab: Vocab,
     out: Path,
     cfg: PrepareConfig,
@@ -375,7 +351,8 @@ def _encode_split(
 
     Training pairs that fail :func:`length_problem` are dropped; other splits keep every pair and only
     count the over-long ones. A source lattice over ``lattice.max_edges`` edges drops its pair in every
-    split. Counts go into ``stats``.
+    split (:mod:`ordo.data.source`: a source is never cut). Counts go into ``stats``; ``src_path`` names the
+    source file in messages.
     """
     total = stats.pairs - stats.empty
     max_edges = cfg.lattice.max_edges
@@ -384,7 +361,7 @@ def _encode_split(
         tgt_ids = stack.enter_context(TokenArrayWriter(out / f"{name}.tgt", len(tgt_vocab)))
         field_rows = {
             field_name: stack.enter_context(TokenArrayWriter(out / f"{name}.field.{field_name}", max_edges + 1))
-            for field_name in (LATTICE_FIELDS if source.lattice is not None else ())
+            for field_name in source.field_names
         }
         src_txt = stack.enter_context(atomic_write(out / f"{name}.src.txt"))
         tgt_txt = stack.enter_context(atomic_write(out / f"{name}.tgt.txt"))
@@ -392,22 +369,22 @@ def _encode_split(
             tqdm(total=total, desc=f"encode {name}", unit=" pairs", disable=not progress, file=sys.stderr)
         )
         while chunk := list(islice(pairs, CHUNK_LINES)):
-            sources = source.encode(chunk)
+            sources = source.encode([a for _, a, _ in chunk], [f"{src_path}:{line}" for line, _, _ in chunk])
             targets = tgt_vocab.encode_batch([b for _, _, b in chunk])
-            for (_, a, b), (src, fields, src_len), tgt in zip(chunk, sources, targets):
-                if source.lattice is not None and len(src) > max_edges:
+            for (_, a, b), encoded, tgt in zip(chunk, sources, targets):
+                if source.lattice is not None and len(encoded.ids) > max_edges:
                     stats.lattice_too_long += 1
                     continue
-                problem = length_problem(src_len, len(tgt), cfg)
+                problem = length_problem(encoded.length, len(tgt), cfg)
                 if name != "train" and problem == "too_long":
                     stats.too_long += 1
                 elif name == "train" and problem is not None:
                     setattr(stats, problem, getattr(stats, problem) + 1)
                     continue
-                src_ids.add(src)
+                src_ids.add(encoded.ids)
                 tgt_ids.add(tgt)
                 for field_name, writer in field_rows.items():
-                    writer.add(fields[field_name])
+                    writer.add(encoded.fields[field_name])
                 src_txt.write(a + "\n")
                 tgt_txt.write(b + "\n")
                 stats.kept += 1

@@ -15,7 +15,7 @@ larger than memory work. A data directory holds, per split (``train``, ``valid``
 
 plus the SentencePiece model(s) and ``data.yaml`` (:class:`DataMeta`), written last. A lattice corpus
 (paper 002) has edge ids as its source rows, the fields ``lattice_start``/``lattice_end`` and a
-``lattice/`` directory (:mod:`ordo.lattice.corpus`) holding the source vocabulary.
+``lattice/`` directory (:mod:`ordo.data.lattice.corpus`) holding the source vocabulary.
 """
 
 from __future__ import annotations
@@ -33,9 +33,9 @@ from typing import IO, TYPE_CHECKING, Any
 import numpy as np
 import yaml
 
+from ordo.data.textio import atomic_write
+from ordo.data.vocab import TokenVocab, Vocab, load_vocab
 from ordo.errors import InputError
-from ordo.textio import atomic_write
-from ordo.vocab import TokenVocab, Vocab, load_vocab
 
 if TYPE_CHECKING:
     from typing_extensions import Self
@@ -53,7 +53,7 @@ __all__ = [
 ]
 
 META_NAME = "data.yaml"
-LATTICE_DIR = "lattice"  # a lattice corpus's segmenters and source vocabulary (ordo.lattice.corpus)
+LATTICE_DIR = "lattice"  # a lattice corpus's segmenters and source vocabulary (ordo.data.lattice.corpus)
 SCHEMA_VERSION = 1
 _FLUSH_TOKENS = 1 << 20  # values buffered before a write to the .bin file
 _FIELD_NAME = re.compile(r"^[A-Za-z0-9_]+$")

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from ordo.alignment.links import Link, SentenceLinks
+from ordo.data.alignment.links import Link, SentenceLinks
 from ordo.errors import InputError
 
 
