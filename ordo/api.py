@@ -23,9 +23,9 @@ import torch
 import yaml
 from torch import nn
 
-from ordo.build import build_model, count_parameters
+from ordo.build import BuiltModel, build_model, count_parameters
 from ordo.config import ExperimentConfig, build_config, save_config
-from ordo.data.corpus import LATTICE_DIR, DataMeta
+from ordo.data.corpus import LATTICE_DIR, META_NAME, DataMeta, load_vocabs
 from ordo.data.lattice.corpus import LatticeEncoder
 from ordo.data.source import SourceEncoder, model_inputs
 from ordo.data.textio import atomic_write, read_yaml
@@ -99,17 +99,35 @@ def run_config(run_dir: Path, raw: dict[str, Any]) -> ExperimentConfig:
     return cfg
 
 
-def _copy_vocabs(meta: DataMeta, data_dir: Path, run_dir: Path) -> None:
-    """Copy the vocabularies (and a lattice corpus's segmenters) into the run so that it translates raw
-    text without the data directory."""
+def _copy_data_meta(meta: DataMeta, data_dir: Path, run_dir: Path) -> None:
+    """Copy the vocabularies (and a lattice corpus's segmenters) into the run, and the data's ``data.yaml``
+    with its paths pointing at those copies, so that the run translates raw text without the data directory."""
     (run_dir / "vocab").mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(data_dir / meta.src_vocab, run_dir / "vocab" / f"src{Path(meta.src_vocab).suffix}")
+    src_vocab = f"vocab/src{Path(meta.src_vocab).suffix}"
+    shutil.copyfile(data_dir / meta.src_vocab, run_dir / src_vocab)
     shutil.copyfile(data_dir / meta.tgt_vocab, run_dir / "vocab" / "tgt.model")
     if meta.src_lattice:
         shutil.copytree(data_dir / meta.src_lattice, run_dir / LATTICE_DIR, dirs_exist_ok=True)
+    run_meta = dataclasses.replace(meta, src_vocab=src_vocab, tgt_vocab="vocab/tgt.model",
+                                   src_lattice=LATTICE_DIR if meta.src_lattice else "")
+    run_meta.save(run_dir)
 
 
-def build_for_data(cfg: ExperimentConfig, meta: DataMeta):
+def run_data_meta(run_dir: Path) -> DataMeta:
+    """The ``data.yaml`` a run keeps (vocabulary paths relative to the run). A run trained before runs kept it
+    gets the same from its ``vocab/`` files: joint when the source and target models are the same file."""
+    if (run_dir / META_NAME).is_file():
+        return DataMeta.load(run_dir)
+    tokens = Path("vocab") / f"src{TokenVocab.SUFFIX}"
+    src = tokens if (run_dir / tokens).is_file() else Path("vocab") / "src.model"
+    tgt = Path("vocab") / "tgt.model"
+    joint = (run_dir / src).read_bytes() == (run_dir / tgt).read_bytes()
+    return DataMeta(src_lang="", tgt_lang="", joint_vocab=joint, src_vocab=str(src), tgt_vocab=str(tgt),
+                    src_vocab_size=len(load_vocab(run_dir / src)), tgt_vocab_size=len(load_vocab(run_dir / tgt)),
+                    src_lattice=LATTICE_DIR if (run_dir / LATTICE_DIR).is_dir() else "")
+
+
+def build_for_data(cfg: ExperimentConfig, meta: DataMeta) -> BuiltModel:
     """Build the model ``cfg.model`` describes for the vocabularies of ``meta``."""
     return build_model(cfg.model, meta.src_vocab_size, meta.tgt_vocab_size, meta.joint_vocab)
 
@@ -138,7 +156,7 @@ def train(cfg: ExperimentConfig, run_dir: str | Path) -> Progress:
         save_config(cfg, run_dir / "config.yaml")
         with atomic_write(run_dir / "model_info.yaml") as handle:
             yaml.safe_dump({"parameters": params, "methods": sorted(cfg.model.methods)}, handle)
-        _copy_vocabs(meta, data_dir, run_dir)
+        _copy_data_meta(meta, data_dir, run_dir)
     trainer = Trainer(built.model, cfg, run_dir, built.losses, built.fields)
     return trainer.train()
 
@@ -213,12 +231,12 @@ def load_run(run_dir: str | Path, checkpoint: str = "best", device: str = "auto"
     if not config_path.exists():
         raise CheckpointError(f"{run_dir}: not an ordo run directory (no config.yaml)")
     cfg = build_config(read_yaml(config_path), str(config_path))
-    tokens = run_dir / "vocab" / f"src{TokenVocab.SUFFIX}"
-    src_vocab = load_vocab(tokens if tokens.is_file() else run_dir / "vocab" / "src.model")
-    tgt_vocab = Vocab.load(run_dir / "vocab" / "tgt.model")
-    lattice = LatticeEncoder.load(run_dir / LATTICE_DIR) if (run_dir / LATTICE_DIR).is_dir() else None
-    joint = src_vocab.path.read_bytes() == tgt_vocab.path.read_bytes()
-    model = build_model(cfg.model, len(src_vocab), len(tgt_vocab), joint).model
+    meta = run_data_meta(run_dir)
+    src_vocab, tgt_vocab = load_vocabs(run_dir, meta)
+    if not isinstance(tgt_vocab, Vocab):
+        raise CheckpointError(f"{run_dir / META_NAME}: the target vocabulary must be a SentencePiece model")
+    lattice = LatticeEncoder.load(run_dir / meta.src_lattice) if meta.src_lattice else None
+    model = build_for_data(cfg, meta).model
     state = load_checkpoint(resolve_checkpoint(run_dir, checkpoint))
     try:
         model.load_state_dict(state["model"])

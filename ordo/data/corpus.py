@@ -431,11 +431,13 @@ def _checked_rows(
         raise InputError(f"{prefix}: {count} rows but the source has {len(lengths)}")
 
 
-def load_vocabs(data_dir: Path) -> tuple[Vocab | TokenVocab, Vocab | TokenVocab]:
-    """The source and target vocabularies of a data directory (the same object when joint).
+def load_vocabs(data_dir: Path, meta: DataMeta | None = None) -> tuple[Vocab | TokenVocab, Vocab | TokenVocab]:
+    """The source and target vocabularies of a data directory or a run (the same object when both sides name
+    one file).
 
     Args:
-        data_dir: a directory written by ``ordo prepare``.
+        data_dir: a directory written by ``ordo prepare``, or a run directory (which keeps its data.yaml).
+        meta: its ``data.yaml``, when already read.
 
     Returns:
         ``(src_vocab, tgt_vocab)``.
@@ -444,7 +446,7 @@ def load_vocabs(data_dir: Path) -> tuple[Vocab | TokenVocab, Vocab | TokenVocab]
         InputError: when ``data.yaml`` or a model file is missing or invalid.
     """
     data_dir = Path(data_dir)
-    meta = DataMeta.load(data_dir)
+    meta = meta or DataMeta.load(data_dir)
     src = load_vocab(data_dir / meta.src_vocab)
     tgt = src if meta.tgt_vocab == meta.src_vocab else load_vocab(data_dir / meta.tgt_vocab)
     return src, tgt

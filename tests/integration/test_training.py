@@ -1,5 +1,7 @@
 """Training runs on a tiny model: loss falls, resume is exact, auxiliary losses are weighted and logged."""
 
+import dataclasses
+import shutil
 from dataclasses import dataclass
 
 import numpy as np
@@ -8,7 +10,8 @@ import torch
 
 from ordo import api
 from ordo.config import load_config
-from ordo.errors import CheckpointError, ConfigError
+from ordo.data.corpus import DataMeta
+from ordo.errors import CheckpointError, ConfigError, InputError
 from ordo.losses import AuxLoss
 from ordo.methods import METHODS, Method
 from ordo.training.checkpoint import load_checkpoint, step_checkpoints
@@ -150,3 +153,25 @@ def test_target_bucket_needs_batch_by_target(small_data, tmp_path):
 def test_unknown_batch_by_is_a_config_error(small_data, tmp_path):
     with pytest.raises(ConfigError, match="train.batch_by: expected one of longer, target, got 'source'"):
         make_trainer(small_data, tmp_path, "train.batch_by=source")
+
+
+
+def test_a_run_keeps_its_data_yaml_and_loads_its_vocabularies_from_it(trained_run, small_data, tmp_path):
+    data_meta, run_meta = DataMeta.load(small_data), DataMeta.load(trained_run)
+    assert run_meta.joint_vocab == data_meta.joint_vocab and run_meta.splits == data_meta.splits
+    assert (run_meta.src_vocab, run_meta.tgt_vocab) == ("vocab/src.model", "vocab/tgt.model")
+    sentences = ["a b c", "d e"]
+    expected = api.load_run(trained_run, "last").translate(sentences, beam_size=2)
+    old_run = tmp_path / "old"  # a run saved before runs kept data.yaml: the same, read from its vocab/ files
+    shutil.copytree(trained_run, old_run)
+    (old_run / "data.yaml").unlink()
+    assert api.run_data_meta(old_run) == dataclasses.replace(run_meta, src_lang="", tgt_lang="", splits={}, fields={})
+    assert api.load_run(old_run, "last").translate(sentences, beam_size=2) == expected
+    (trained_run / "data.yaml").rename(tmp_path / "kept.yaml")  # load_run reads the paths data.yaml names
+    try:
+        text = (tmp_path / "kept.yaml").read_text().replace("vocab/tgt.model", "vocab/missing.model")
+        (trained_run / "data.yaml").write_text(text)
+        with pytest.raises(InputError, match="missing.model"):
+            api.load_run(trained_run, "last")
+    finally:
+        (tmp_path / "kept.yaml").replace(trained_run / "data.yaml")
