@@ -8,7 +8,12 @@ and ``SYSTEM.seedN.yaml`` (overrides, updates, training minutes, parameters, che
 dev loss curve). ``--oracle`` trains the suite's systems on the corpus whose every source sentence is put in
 target order by the prepared data's word alignments (paper 000's Figure 2 upper bound), as ``oracle_SYSTEM``.
 
+``tables`` rebuilds the verdicts from those files alone (recipes/verdicts.yaml lists the claims): BLEU of every
+seed, the paired difference per seed, the baseline's seed standard deviation, the paired bootstrap p over the
+pooled seeds, and the verdict by the rule stated in bench/RESULTS.md (:func:`verdict`).
+
 usage: python recipes/replicate.py run --suite enja_verdict [--work DIR] [--oracle] SYSTEM.seedN [...]
+       python recipes/replicate.py tables [--out bench/results/verdicts.md]
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from __future__ import annotations
 import argparse
 import gzip
 import re
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -28,6 +34,8 @@ from ordo.analysis.systems import training_figures
 from ordo.build import count_parameters
 from ordo.cli import main as ordo
 from ordo.data.textio import atomic_write, read_lines, read_yaml
+from ordo.evaluation.bleu import corpus_scores, multi_bleu
+from ordo.evaluation.significance import paired_bootstrap
 from ordo.training.checkpoint import load_checkpoint
 
 HYPS = ROOT / "bench" / "hyps"
@@ -43,6 +51,10 @@ def parse_args() -> argparse.Namespace:
     run.add_argument("--data-dir", type=Path, help="corpus folder (default: the suite's, in ../shared/data)")
     run.add_argument("--work", type=Path, help="default: work/SUITE")
     run.add_argument("--oracle", action="store_true", help="train on the target-order source corpus")
+    tables = verbs.add_parser("tables", help="rebuild the verdicts table from bench/hyps/")
+    tables.add_argument("--hyps", type=Path, default=HYPS, help="folder of CORPUS/SYSTEM.seedN.txt (default: %(default)s)")
+    tables.add_argument("--data-root", type=Path, default=ROOT.parent / "shared" / "data", help="corpus folders")
+    tables.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "verdicts.md")
     return parser.parse_args()
 
 
@@ -117,10 +129,10 @@ def run_systems(args: argparse.Namespace) -> None:
     data_dir = args.data_dir or ROOT.parent / "shared" / "data" / spec["corpus"]
     work = args.work or ROOT / "work" / args.suite
     corpus = spec["corpus"]
-    if args.oracle:
+    if args.oracle:  # recorded as oracle_SYSTEM.seedN beside the corpus's other systems
         prepare(suite / "prepare.yaml", spec, data_dir, data_folder(work, "prepare.yaml"))
         data_dir = oracle_corpus(data_folder(work, "prepare.yaml"), spec, work / "oracle_corpus")
-        work, corpus = work / "oracle", f"{corpus}_oracle"
+        work = work / "oracle"
     sources = read_lines(data_dir / f"{spec['splits']['test']}.{spec['src']}.gz")
     for label in args.systems:
         name, seed = split_seed(label)
@@ -132,15 +144,88 @@ def run_systems(args: argparse.Namespace) -> None:
         prepare(suite / prepare_file, spec, data_dir, data)
         run_dir = work / "runs" / label
         train(suite, label, overrides, data, run_dir, int(spec["steps"]), None, [], int(spec["average_last"]))
-        out = HYPS / corpus / label
+        out = HYPS / corpus / (f"oracle_{label}" if args.oracle else label)
         if not out.with_suffix(".txt").exists():
             record(run_dir, name, seed, overrides, sources, out)
+
+
+def verdict(gains: list[float], baseline_sd: float) -> str:
+    """The verdict rule of bench/RESULTS.md: "confirmed" when the mean gain over seeds exceeds twice the
+    baseline's seed standard deviation and every seed's gain has the same sign; "reversed" for the mirror
+    case; otherwise "not confirmed at this scale"."""
+    mean = statistics.fmean(gains)
+    if abs(mean) > 2 * baseline_sd and (all(g > 0 for g in gains) or all(g < 0 for g in gains)):
+        return "confirmed" if mean > 0 else "reversed"
+    return "not confirmed at this scale"
+
+
+def seeds_of(folder: Path, system: str) -> dict[int, list[str]]:
+    """The committed test hypotheses of ``system`` by seed: ``folder/SYSTEM.seedN.txt``."""
+    found = {}
+    for path in folder.glob(f"{system}.seed*.txt"):
+        _, seed = split_seed(path.name.removesuffix(".txt"))
+        found[seed] = read_lines(path)
+    return found
+
+
+def suite_of(corpus: str) -> dict:
+    """The suite.yaml of the verdict suite (``recipes/*_verdict``) of ``corpus``."""
+    for path in sorted(RECIPES.glob("*_verdict/suite.yaml")):
+        spec = read_yaml(path)
+        if spec["corpus"] == corpus:
+            return spec
+    sys.exit(f"no recipes/*_verdict/suite.yaml for corpus {corpus}")
+
+
+def two_sided_bootstrap(base: list[str], system: list[str], refs: list[str]) -> float:
+    """Two-sided paired bootstrap p (Koehn 2004): twice the smaller one-sided p, at most 1."""
+    better = paired_bootstrap(base, system, refs).p_value
+    worse = paired_bootstrap(system, base, refs).p_value
+    return min(1.0, 2 * min(better, worse))
+
+
+def claim_row(claim: dict, hyps_root: Path, data_root: Path) -> list[str]:
+    """One row of the verdicts table; systems without two seeds on both sides are reported as pending."""
+    spec = suite_of(claim["corpus"])
+    refs = read_lines(data_root / claim["corpus"] / f"{spec['splits']['test']}.{spec['tgt']}.gz")
+    bleu = multi_bleu if spec.get("tokenized") else (lambda h, r: float(corpus_scores(h, r)["bleu"]))
+    base = seeds_of(hyps_root / claim["corpus"], claim["baseline"])
+    system = seeds_of(hyps_root / claim["corpus"], claim["system"])
+    common = sorted(set(base) & set(system))
+    scores = {name: {seed: bleu(hyps, refs) for seed, hyps in runs.items()}
+              for name, runs in (("base", base), ("system", system))}
+    listed = ", ".join(f"{scores['system'][s]:.2f}" for s in sorted(system)) or "-"
+    cells = [claim["paper"], claim["claim"], claim["corpus"], f"{claim['system']} vs {claim['baseline']}", listed]
+    if len(base) < 2 or len(common) < 2:
+        return [*cells, "-", "-", "-", f"pending ({len(base)} baseline, {len(system)} system seeds)"]
+    gains = [scores["system"][s] - scores["base"][s] for s in common]
+    baseline_sd = statistics.stdev(scores["base"].values())
+    pooled_refs = refs * len(common)
+    p_value = two_sided_bootstrap([h for s in common for h in base[s]], [h for s in common for h in system[s]],
+                                  pooled_refs)
+    gain_cell = f"{statistics.fmean(gains):+.2f} ({', '.join(f'{g:+.2f}' for g in gains)})"
+    return [*cells, gain_cell, f"{baseline_sd:.2f} ({len(base)} seeds)", f"{p_value:.3g}", verdict(gains, baseline_sd)]
+
+
+def write_tables(args: argparse.Namespace) -> None:
+    """The verdicts table of every claim in recipes/verdicts.yaml, printed and written to ``args.out``."""
+    claims = yaml.safe_load((RECIPES / "verdicts.yaml").read_text(encoding="utf-8"))
+    header = ["paper", "claim (paper's setting)", "corpus", "comparison", "BLEU by seed",
+              "gain: mean (per seed)", "baseline seed sd", "bootstrap p (pooled seeds)", "verdict"]
+    rows = [claim_row(claim, args.hyps, args.data_root) for claim in claims]
+    table = "\n".join("| " + " | ".join(row) + " |" for row in [header, ["---"] * len(header), *rows]) + "\n"
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    with atomic_write(args.out) as handle:
+        handle.write(table)
+    print(table, end="")
 
 
 def main() -> None:
     args = parse_args()
     if args.verb == "run":
         run_systems(args)
+    else:
+        write_tables(args)
 
 
 if __name__ == "__main__":
