@@ -168,6 +168,12 @@ def seeds_of(folder: Path, system: str) -> dict[int, list[str]]:
     return found
 
 
+def mean_minutes(folder: Path, system: str) -> float | None:
+    """Mean training minutes over the recorded seeds of ``system`` (their SYSTEM.seedN.yaml), None if none."""
+    minutes = [float(read_yaml(path)["train_minutes"]) for path in folder.glob(f"{system}.seed*.yaml")]
+    return statistics.fmean(minutes) if minutes else None
+
+
 def suite_of(corpus: str) -> dict:
     """The suite.yaml of the verdict suite (``recipes/*_verdict``) of ``corpus``."""
     for path in sorted(RECIPES.glob("*_verdict/suite.yaml")):
@@ -195,7 +201,9 @@ def claim_row(claim: dict, hyps_root: Path, data_root: Path) -> list[str]:
     scores = {name: {seed: bleu(hyps, refs) for seed, hyps in runs.items()}
               for name, runs in (("base", base), ("system", system))}
     listed = ", ".join(f"{scores['system'][s]:.2f}" for s in sorted(system)) or "-"
-    cells = [claim["paper"], claim["claim"], claim["corpus"], f"{claim['system']} vs {claim['baseline']}", listed]
+    minutes = [mean_minutes(hyps_root / claim["corpus"], claim[side]) for side in ("system", "baseline")]
+    cells = [claim["paper"], claim["claim"], claim["corpus"], f"{claim['system']} vs {claim['baseline']}", listed,
+             " / ".join("-" if m is None else f"{m:.0f}" for m in minutes)]
     if len(base) < 2 or len(common) < 2:
         return [*cells, "-", "-", "-", f"pending ({len(base)} baseline, {len(system)} system seeds)"]
     gains = [scores["system"][s] - scores["base"][s] for s in common]
@@ -210,7 +218,7 @@ def claim_row(claim: dict, hyps_root: Path, data_root: Path) -> list[str]:
 def write_tables(args: argparse.Namespace) -> None:
     """The verdicts table of every claim in recipes/verdicts.yaml, printed and written to ``args.out``."""
     claims = yaml.safe_load((RECIPES / "verdicts.yaml").read_text(encoding="utf-8"))
-    header = ["paper", "claim (paper's setting)", "corpus", "comparison", "BLEU by seed",
+    header = ["paper", "claim (paper's setting)", "corpus", "comparison", "BLEU by seed", "train min (system / base)",
               "gain: mean (per seed)", "baseline seed sd", "bootstrap p (pooled seeds)", "verdict"]
     rows = [claim_row(claim, args.hyps, args.data_root) for claim in claims]
     table = "\n".join("| " + " | ".join(row) + " |" for row in [header, ["---"] * len(header), *rows]) + "\n"

@@ -47,8 +47,9 @@ def test_a_row_is_rebuilt_from_the_hypothesis_files_alone(tmp_path):
         write_hyps(hyps, "exgre", seed, refs)  # the references themselves: BLEU 100 on every seed
     row = replicate.claim_row(claim, tmp_path / "hyps", tmp_path / "data")
     assert row[4] == "100.00, 100.00" and row[-1] == "confirmed"
-    assert float(row[7]) < 0.01  # bootstrap over 88 pooled sentences
-    gains = [float(g) for g in row[5].split("(")[1].rstrip(")").split(", ")]
+    assert row[5] == "- / -"  # no settings files written here
+    assert float(row[8]) < 0.01  # bootstrap over 88 pooled sentences
+    gains = [float(g) for g in row[6].split("(")[1].rstrip(")").split(", ")]
     assert len(gains) == 2 and gains[0] < gains[1]  # seed 2's baseline dropped more words
 
 
