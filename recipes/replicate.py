@@ -102,8 +102,14 @@ def oracle_corpus(aligned_data: Path, spec: dict, out: Path) -> Path:
     return out
 
 
-def record(run_dir: Path, name: str, seed: int, overrides: list[str], sources: list[str], out: Path) -> None:
-    """Translate ``sources`` with the averaged checkpoint; write OUT.txt and OUT.yaml atomically."""
+def record_paths(folder: Path, label: str) -> tuple[Path, Path]:
+    """The hypotheses and settings files of ``label`` (``SYSTEM.seedN``) in ``folder``."""
+    return folder / f"{label}.txt", folder / f"{label}.yaml"
+
+
+def record(run_dir: Path, name: str, seed: int, overrides: list[str], sources: list[str], hyps_path: Path,
+           settings_path: Path) -> None:
+    """Translate ``sources`` with the averaged checkpoint; write the hypotheses and the settings atomically."""
     run = api.load_run(run_dir, "averaged")
     hyps = run.translate(sources)
     figures = training_figures(run_dir)
@@ -113,12 +119,12 @@ def record(run_dir: Path, name: str, seed: int, overrides: list[str], sources: l
         "averaged": load_checkpoint(run_dir / "checkpoints" / "averaged.pt")["averaged"], "commit": commit_id(),
         "dev_loss": dev_loss_curve(run_dir),
     }
-    out.parent.mkdir(parents=True, exist_ok=True)
-    with atomic_write(out.with_suffix(".txt")) as handle:
+    hyps_path.parent.mkdir(parents=True, exist_ok=True)
+    with atomic_write(hyps_path) as handle:
         handle.write("".join(f"{hyp}\n" for hyp in hyps))
-    with atomic_write(out.with_suffix(".yaml")) as handle:
+    with atomic_write(settings_path) as handle:
         yaml.safe_dump(settings, handle, sort_keys=False)
-    print(f"== {name} seed {seed}: {out.with_suffix('.txt')}", flush=True)
+    print(f"== {name} seed {seed}: {hyps_path}", flush=True)
 
 
 def run_systems(args: argparse.Namespace) -> None:
@@ -144,9 +150,9 @@ def run_systems(args: argparse.Namespace) -> None:
         prepare(suite / prepare_file, spec, data_dir, data)
         run_dir = work / "runs" / label
         train(suite, label, overrides, data, run_dir, int(spec["steps"]), None, [], int(spec["average_last"]))
-        out = HYPS / corpus / (f"oracle_{label}" if args.oracle else label)
-        if not out.with_suffix(".txt").exists():
-            record(run_dir, name, seed, overrides, sources, out)
+        hyps_path, settings_path = record_paths(HYPS / corpus, f"oracle_{label}" if args.oracle else label)
+        if not hyps_path.exists():
+            record(run_dir, name, seed, overrides, sources, hyps_path, settings_path)
 
 
 def verdict(gains: list[float], baseline_sd: float) -> str:

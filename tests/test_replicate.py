@@ -25,6 +25,11 @@ def test_the_verdict_rule(gains, sd, expected):
     assert replicate.verdict(gains, sd) == expected
 
 
+def test_a_system_seed_is_recorded_under_its_full_name(tmp_path):
+    assert replicate.record_paths(tmp_path, "baseline.seed2") == (tmp_path / "baseline.seed2.txt",
+                                                                  tmp_path / "baseline.seed2.yaml")
+
+
 def write_hyps(folder: Path, system: str, seed: int, lines: list[str]) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     (folder / f"{system}.seed{seed}.txt").write_text("".join(f"{line}\n" for line in lines), encoding="utf-8")

@@ -1,0 +1,132 @@
+"""Word-order measures: RIBES, and the reordering difficulty of a sentence pair from its word alignment.
+
+- RIBES (Isozaki, Hirao, Duh, Sudoh & Tsukada 2010, "Automatic evaluation of translation quality for distant
+  language pairs", EMNLP; the WAT metric for Ja<->En): the hypothesis' words are aligned to reference
+  positions (:func:`rank_alignment`), their order is scored by the normalized Kendall τ (:func:`normalized_tau`),
+  and ``RIBES = NKT · P^α · BP^β`` with P the share of hypothesis words aligned, BP = min(1, exp(1 - r/h)),
+  α 0.25, β 0.10; the corpus score is the mean of the sentence scores.
+- Reordering difficulty of a (source, target) pair from alignment links (:func:`alignment_tau`): Kendall's τ
+  between the aligned source positions and their target positions; and Talbot et al.'s (2011) fuzzy
+  reordering score (:func:`fuzzy_reordering`), the share of neighbouring aligned source words that stay
+  neighbours, in order, on the target side.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+RIBES_ALPHA = 0.25  # weight of the unigram precision (Isozaki et al. 2010; WAT)
+RIBES_BETA = 0.10  # weight of the brevity penalty
+
+
+def _count(tokens: Sequence[str], ngram: tuple[str, ...]) -> int:
+    """Occurrences of ``ngram`` in ``tokens`` (overlapping ones counted)."""
+    size = len(ngram)
+    return sum(1 for start in range(len(tokens) - size + 1) if tuple(tokens[start:start + size]) == ngram)
+
+
+def _first(tokens: Sequence[str], ngram: tuple[str, ...]) -> int:
+    """Start of the first occurrence of ``ngram`` in ``tokens`` (it is known to occur)."""
+    size = len(ngram)
+    return next(start for start in range(len(tokens) - size + 1) if tuple(tokens[start:start + size]) == ngram)
+
+
+def _rank_of(index: int, ref: Sequence[str], hyp: Sequence[str]) -> int | None:
+    """The reference position of hypothesis word ``index`` (Isozaki et al. 2010, §3.2), or None when unaligned.
+
+    A word that occurs once in each sentence is aligned directly. Otherwise its context grows one word at a time,
+    first to the right (``hyp[index:index + k + 1]``), then to the left (``hyp[index - k:index + 1]``), until an
+    n-gram occurs exactly once in both sentences; the word takes its place within that n-gram's reference match.
+    """
+    word = hyp[index]
+    in_ref = ref.count(word)
+    if in_ref == 0:
+        return None
+    if in_ref == 1 and hyp.count(word) == 1:
+        return ref.index(word)
+    widest = min(max(index, len(hyp) - index + 1), len(ref))
+    for width in range(1, widest):
+        if index + width < len(hyp):
+            right = tuple(hyp[index:index + width + 1])
+            if _count(ref, right) == 1 and _count(hyp, right) == 1:
+                return _first(ref, right)
+        if width <= index:
+            left = tuple(hyp[index - width:index + 1])
+            if _count(ref, left) == 1 and _count(hyp, left) == 1:
+                return _first(ref, left) + width
+    return None
+
+
+def rank_alignment(ref: Sequence[str], hyp: Sequence[str]) -> list[int]:
+    """The reference positions of the aligned hypothesis words, in hypothesis order ("worder" in the paper)."""
+    ranks = (_rank_of(index, ref, hyp) for index in range(len(hyp)))
+    return [rank for rank in ranks if rank is not None]
+
+
+def normalized_tau(ranks: Sequence[int]) -> float:
+    """Normalized Kendall τ, (τ + 1) / 2 = the share of position pairs i < j with ranks[i] < ranks[j].
+
+    Fewer than two aligned words give 0 (τ = -1), the convention of NLTK's RIBES: no order was matched.
+    """
+    count = len(ranks)
+    if count < 2:
+        return 0.0
+    increasing = sum(1 for i in range(count) for j in range(i + 1, count) if ranks[i] < ranks[j])
+    return increasing / (count * (count - 1) / 2)
+
+
+def sentence_ribes(ref: Sequence[str], hyp: Sequence[str], alpha: float = RIBES_ALPHA,
+                   beta: float = RIBES_BETA) -> float:
+    """RIBES of one tokenized hypothesis against one reference, in [0, 1]: NKT · P^α · BP^β (Isozaki et al.
+    2010, Eq. 2 with the brevity penalty of WAT's RIBES); an empty hypothesis or reference scores 0."""
+    if not hyp or not ref:
+        return 0.0
+    ranks = rank_alignment(ref, hyp)
+    precision = len(ranks) / len(hyp)
+    brevity = min(1.0, math.exp(1.0 - len(ref) / len(hyp)))
+    return normalized_tau(ranks) * precision**alpha * brevity**beta
+
+
+def corpus_ribes(hyps: Sequence[str], refs: Sequence[str]) -> float:
+    """Mean sentence RIBES of whitespace-tokenized hypotheses against their references, in [0, 1]."""
+    if not hyps:
+        return 0.0
+    return sum(sentence_ribes(ref.split(), hyp.split()) for hyp, ref in zip(hyps, refs)) / len(hyps)
+
+
+def target_positions(links: Sequence[tuple[int, int]]) -> list[tuple[int, float]]:
+    """(source position, mean target position) of each aligned source word, in source order; a word linked
+    to several target words stands at their mean position, unaligned words are left out."""
+    by_source: dict[int, list[int]] = {}
+    for source, target in links:
+        by_source.setdefault(source, []).append(target)
+    return [(source, sum(targets) / len(targets)) for source, targets in sorted(by_source.items())]
+
+
+def alignment_tau(links: Sequence[tuple[int, int]]) -> float:
+    """Kendall's τ_a between the aligned source positions and their (mean) target positions, in [-1, 1]:
+    1 for monotone order, -1 for full reversal. Tied target positions count as neither concordant nor
+    discordant; fewer than two aligned source words give 1 (nothing to reorder)."""
+    positions = [target for _, target in target_positions(links)]
+    count = len(positions)
+    if count < 2:
+        return 1.0
+    pairs = [(positions[i], positions[j]) for i in range(count) for j in range(i + 1, count)]
+    concordant = sum(1 for a, b in pairs if a < b)
+    discordant = sum(1 for a, b in pairs if a > b)
+    return (concordant - discordant) / len(pairs)
+
+
+def fuzzy_reordering(links: Sequence[tuple[int, int]]) -> float:
+    """Talbot et al. (2011)'s fuzzy reordering score 1 - (C - 1) / (M - 1), in [0, 1]: M aligned source
+    words in C chunks that are contiguous and monotone on both sides, i.e. the share of neighbouring aligned
+    source words whose target ranks are neighbours in order. Fewer than two aligned words give 1."""
+    positions = [target for _, target in target_positions(links)]
+    count = len(positions)
+    if count < 2:
+        return 1.0
+    order = sorted(range(count), key=lambda i: (positions[i], i))
+    rank = {index: r for r, index in enumerate(order)}
+    kept = sum(1 for i in range(count - 1) if rank[i + 1] == rank[i] + 1)
+    return kept / (count - 1)
