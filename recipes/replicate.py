@@ -35,7 +35,7 @@ from ordo.build import count_parameters
 from ordo.cli import main as ordo
 from ordo.data.textio import atomic_write, read_lines, read_yaml
 from ordo.evaluation.bleu import corpus_scores, multi_bleu
-from ordo.evaluation.significance import paired_bootstrap
+from ordo.evaluation.significance import two_sided_bootstrap_p
 from ordo.training.checkpoint import load_checkpoint
 
 HYPS = ROOT / "bench" / "hyps"
@@ -189,13 +189,6 @@ def suite_of(corpus: str) -> dict:
     sys.exit(f"no recipes/*_verdict/suite.yaml for corpus {corpus}")
 
 
-def two_sided_bootstrap(base: list[str], system: list[str], refs: list[str]) -> float:
-    """Two-sided paired bootstrap p (Koehn 2004): twice the smaller one-sided p, at most 1."""
-    better = paired_bootstrap(base, system, refs).p_value
-    worse = paired_bootstrap(system, base, refs).p_value
-    return min(1.0, 2 * min(better, worse))
-
-
 def claim_row(claim: dict, hyps_root: Path, data_root: Path) -> list[str]:
     """One row of the verdicts table; systems without two seeds on both sides are reported as pending."""
     spec = suite_of(claim["corpus"])
@@ -215,7 +208,7 @@ def claim_row(claim: dict, hyps_root: Path, data_root: Path) -> list[str]:
     gains = [scores["system"][s] - scores["base"][s] for s in common]
     baseline_sd = statistics.stdev(scores["base"].values())
     pooled_refs = refs * len(common)
-    p_value = two_sided_bootstrap([h for s in common for h in base[s]], [h for s in common for h in system[s]],
+    p_value = two_sided_bootstrap_p([h for s in common for h in base[s]], [h for s in common for h in system[s]],
                                   pooled_refs)
     gain_cell = f"{statistics.fmean(gains):+.2f} ({', '.join(f'{g:+.2f}' for g in gains)})"
     return [*cells, gain_cell, f"{baseline_sd:.2f} ({len(base)} seeds)", f"{p_value:.3g}", verdict(gains, baseline_sd)]

@@ -11,6 +11,9 @@ from ordo.analysis.systems import bleu_metric, compare_systems, robustness_curve
 from ordo.analysis.tables import Cell, markdown_table, write_tables
 from ordo.api import load_run
 from ordo.data.textio import atomic_write
+from ordo.evaluation.bleu import corpus_scores
+from ordo.evaluation.order import corpus_ribes, difficulty_buckets, ribes_tokens
+from ordo.evaluation.significance import two_sided_bootstrap_p
 
 
 def systems_report(
@@ -111,3 +114,34 @@ def sweep_report(scores: dict[str, float], out: Path, reference: str | None = No
         line_plot(labels, series, f"{base}: swept value", "BLEU", out / f"sweep_{base}.png", f"{base} sweep")
         rows += [[base, f"{v:g}", curve[v]] for v in values]
     return write_tables(out / "sweep", ["system", "value", "BLEU"], rows)
+
+
+def order_report(
+    systems: Sequence[tuple[str, list[str]]], refs: list[str], taus: Sequence[float], out: Path,
+    tokenized: bool = False, edges: Sequence[float] | None = None,
+) -> str:
+    """``out/order.{md,tsv,png}``: every system's BLEU, chrF and RIBES per bucket of reordering difficulty
+    (:func:`ordo.evaluation.order.difficulty_buckets` of the test pairs' alignment τ, hardest first), with
+    each system's BLEU difference to the first and its two-sided paired bootstrap p within the bucket."""
+    buckets = difficulty_buckets(taus, edges)
+    bleu = bleu_metric(tokenized)
+    ribes_refs = ribes_tokens(refs, tokenized)
+    first = systems[0][1]
+    rows: list[list[Cell]] = []
+    curves: dict[str, list[float]] = {}
+    for name, hyps in systems:
+        ribes_hyps = ribes_tokens(hyps, tokenized)
+        for bucket in buckets:
+            pick = bucket.indices
+            hyp, ref, base = [hyps[i] for i in pick], [refs[i] for i in pick], [first[i] for i in pick]
+            score = bleu(hyp, ref)
+            curves.setdefault(name, []).append(score)
+            same = name == systems[0][0]
+            rows.append([name, bucket.label, len(pick), score, float(corpus_scores(hyp, ref)["chrf"]),
+                         100 * corpus_ribes([ribes_hyps[i] for i in pick], [ribes_refs[i] for i in pick]),
+                         None if same else score - bleu(base, ref),
+                         None if same else f"{two_sided_bootstrap_p(base, hyp, ref):.3g}"])
+    line_plot([b.label for b in buckets], curves, "reordering difficulty (alignment τ; left: hardest)", "BLEU",
+              out / "order.png", "BLEU by reordering difficulty")
+    headers = ["system", "bucket", "sentences", "BLEU", "chrF", "RIBES", "BLEU vs first", "bootstrap p"]
+    return write_tables(out / "order", headers, rows)

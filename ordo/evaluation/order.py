@@ -8,13 +8,17 @@
 - Reordering difficulty of a (source, target) pair from alignment links (:func:`alignment_tau`): Kendall's τ
   between the aligned source positions and their target positions; and Talbot et al.'s (2011) fuzzy
   reordering score (:func:`fuzzy_reordering`), the share of neighbouring aligned source words that stay
-  neighbours, in order, on the target side.
+  neighbours, in order, on the target side. :func:`difficulty_buckets` groups a test set by τ.
 """
 
 from __future__ import annotations
 
 import math
+from bisect import bisect_left
 from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
 
 RIBES_ALPHA = 0.25  # weight of the unigram precision (Isozaki et al. 2010; WAT)
 RIBES_BETA = 0.10  # weight of the brevity penalty
@@ -130,3 +134,42 @@ def fuzzy_reordering(links: Sequence[tuple[int, int]]) -> float:
     rank = {index: r for r, index in enumerate(order)}
     kept = sum(1 for i in range(count - 1) if rank[i + 1] == rank[i] + 1)
     return kept / (count - 1)
+
+
+def ribes_tokens(texts: Sequence[str], tokenized: bool) -> list[str]:
+    """Texts as whitespace tokens for RIBES: as given when ``tokenized`` (e.g. small_parallel_enja), else
+    split by sacreBLEU's 13a tokenizer (punctuation apart), the tokenization of its BLEU."""
+    if tokenized:
+        return list(texts)
+    from sacrebleu.tokenizers.tokenizer_13a import Tokenizer13a
+
+    tokenize = Tokenizer13a()
+    return [tokenize(text) for text in texts]
+
+
+@dataclass
+class DifficultyBucket:
+    """Sentences whose reordering τ lies in ``[low, high]``; lower τ is harder (more reordering)."""
+
+    low: float
+    high: float
+    indices: list[int]
+
+    @property
+    def label(self) -> str:
+        """``"τ low..high"`` with two decimals."""
+        return f"τ {self.low:.2f}..{self.high:.2f}"
+
+
+def difficulty_buckets(taus: Sequence[float], edges: Sequence[float] | None = None) -> list[DifficultyBucket]:
+    """Sentence indices grouped by τ, hardest first: at ``edges`` (``τ <= e1``, ``e1 < τ <= e2``, ...), or in
+    terciles of the sentences (ties kept together, so buckets may be uneven); empty buckets are dropped."""
+    if not taus:
+        return []
+    cuts = sorted(set(edges)) if edges is not None else sorted(
+        {float(c) for c in np.quantile(np.asarray(taus), [1 / 3, 2 / 3], method="lower")})
+    members: dict[int, list[int]] = {}
+    for index, tau in enumerate(taus):
+        members.setdefault(bisect_left(cuts, tau), []).append(index)
+    return [DifficultyBucket(min(taus[i] for i in indices), max(taus[i] for i in indices), indices)
+            for _, indices in sorted(members.items())]

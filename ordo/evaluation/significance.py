@@ -198,6 +198,15 @@ def paired_bootstrap(
     )
 
 
+def two_sided_bootstrap_p(hyps_a: Sequence[str], hyps_b: Sequence[str], refs: Sequence[str],
+                          num_samples: int = 1000, seed: int = 12345) -> float:
+    """Two-sided paired bootstrap p-value of a BLEU difference between A and B: twice the smaller of the
+    one-sided p-values of :func:`paired_bootstrap` ("B better" and "A better"), at most 1."""
+    b_better = paired_bootstrap(hyps_a, hyps_b, refs, num_samples, seed).p_value
+    a_better = paired_bootstrap(hyps_b, hyps_a, refs, num_samples, seed).p_value
+    return min(1.0, 2 * min(a_better, b_better))
+
+
 def compare_files(
     hyp_a: str | Path,
     hyp_b: str | Path,

@@ -85,3 +85,18 @@ def test_label_fonts_add_only_installed_cjk_fallbacks(monkeypatch):
     assert label_fonts() == ["DejaVu Sans", "IPAexGothic"]
     monkeypatch.setattr(font_manager.fontManager, "ttflist", fonts[:1])
     assert label_fonts() == ["DejaVu Sans"]
+
+
+def test_order_report_buckets_add_up_and_the_reference_scores_100_in_every_bucket(tmp_path):
+    from ordo.analysis.report import order_report
+
+    refs = [f"the cat number {i} sat on the mat ." for i in range(12)]
+    worse = [" ".join(reversed(r.split())) for r in refs]  # every sentence reversed
+    taus = [-1.0, -0.5, 0.0, 0.2, 0.4, 0.5, 0.6, 0.8, 0.9, 1.0, 1.0, 1.0]
+    order_report([("ref", refs), ("reversed", worse)], refs, taus, tmp_path, tokenized=True)
+    rows = [line.split("\t") for line in (tmp_path / "order.tsv").read_text().splitlines()[1:]]
+    ref_rows, worse_rows = [r for r in rows if r[0] == "ref"], [r for r in rows if r[0] == "reversed"]
+    assert sum(int(r[2]) for r in ref_rows) == len(refs) and len(ref_rows) == 3
+    assert all(float(r[3]) == pytest.approx(100.0) and float(r[5]) == pytest.approx(100.0) for r in ref_rows)
+    assert all(float(r[5]) == 0.0 and float(r[6]) < -50 and float(r[7]) < 0.05 for r in worse_rows)
+    assert (tmp_path / "order.png").stat().st_size > 0

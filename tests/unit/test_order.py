@@ -73,3 +73,14 @@ def test_fuzzy_reordering_counts_neighbours_that_stay_neighbours():
     assert fuzzy_reordering([(i, 4 - i) for i in range(5)]) == 0.0
     assert fuzzy_reordering([(0, 0), (1, 1), (2, 3), (3, 2)]) == pytest.approx(1 / 3)
     assert fuzzy_reordering([(0, 0), (1, 1), (1, 2), (3, 3)]) == 1.0  # one-to-many at its mean, gaps ignored
+
+
+def test_difficulty_buckets_cover_every_sentence_hardest_first():
+    from ordo.evaluation.order import difficulty_buckets
+
+    taus = [0.9, -0.2, 0.5, 1.0, 0.1, 0.7, -0.6, 0.3, 1.0]
+    buckets = difficulty_buckets(taus)
+    assert sorted(i for b in buckets for i in b.indices) == list(range(len(taus)))
+    assert len(buckets) == 3 and buckets[0].high < buckets[1].low and buckets[1].high < buckets[2].low
+    assert [len(b.indices) for b in difficulty_buckets(taus, edges=[0.0])] == [2, 7]
+    assert difficulty_buckets([]) == []
