@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ordo.errors import OrdoError
+from ordo.errors import InputError, OrdoError
 
 
 def _add_prepare(sub: argparse._SubParsersAction) -> None:
@@ -76,6 +76,9 @@ def _add_evaluate(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--tokenized-bleu", action="store_true", help="also BLEU as multi-bleu.perl computes it")
     p.add_argument("--lowercase", action="store_true")
     p.add_argument("--bootstrap-samples", type=int, default=1000)
+    p.add_argument("--ribes", action="store_true",
+                   help="also RIBES (Isozaki et al. 2010, x100) on the tokens: as given with --tokenized-bleu, "
+                        "else sacreBLEU's 13a tokens; with --compare, its paired bootstrap too")
     p.add_argument("--json", action="store_true", help="print one JSON object")
 
 
@@ -116,6 +119,12 @@ def _add_analyze(sub: argparse._SubParsersAction) -> None:
     length.add_argument("--bounds", help="explicit upper bounds of the groups in --unit, e.g. 10,20,30")
     length.add_argument("--unit", choices=LENGTH_UNITS, default="words",
                         help="count source words, or characters (unsegmented Chinese, Japanese)")
+    order = kinds.add_parser("order", parents=[common],
+                             help="BLEU, chrF and RIBES by reordering difficulty (alignment tau of --src/--ref)")
+    order.add_argument("--align", required=True,
+                       help="Pharaoh links of --src/--ref (ordo align on train+test, or a prepared test.align)")
+    order.add_argument("--hyp", action="append", required=True, metavar="NAME=FILE", help="a system's output")
+    order.add_argument("--edges", help="bucket upper edges of tau, e.g. --edges=-0.2,0.5 (default: terciles)")
     attention = kinds.add_parser("attention", parents=[common],
                                  help="PNG of one sentence's attention matrix per run (paper 003, Figures 1, 4)")
     attention.add_argument("--run", action="append", required=True, metavar="NAME=RUN_DIR")
@@ -264,6 +273,8 @@ def run_evaluate(args: argparse.Namespace) -> None:
         report["significance"] = compare_files(
             args.hyp, args.compare, args.ref, args.bootstrap_samples, lowercase=args.lowercase
         )
+    if args.ribes:
+        _add_ribes(report, args)
     if args.json:
         print(json.dumps(report, indent=2, default=str))
         return
@@ -273,6 +284,8 @@ def run_evaluate(args: argparse.Namespace) -> None:
             line = f"{name:8s} BLEU {scores['bleu']:.2f}  chrF {scores['chrf']:.2f}"
             if "tok_bleu" in scores:
                 line += f"  tokenized BLEU {scores['tok_bleu']:.2f}"
+            if "ribes" in scores:
+                line += f"  RIBES {scores['ribes']:.2f}"
             print(line)
     if "significance" in report:
         sign, boot = report["significance"]["sign_test"], report["significance"]["paired_bootstrap"]
@@ -281,7 +294,29 @@ def run_evaluate(args: argparse.Namespace) -> None:
         print(f"paired bootstrap (Koehn 2004, {boot['num_samples']} samples): hyp {boot['mean_a']:.2f} "
               f"[{boot['ci_a'][0]:.2f}, {boot['ci_a'][1]:.2f}], compare {boot['mean_b']:.2f} "
               f"[{boot['ci_b'][0]:.2f}, {boot['ci_b'][1]:.2f}]; p(compare not better) = {boot['p_value']:.4g}")
+        if "ribes_p_value" in report["significance"]:
+            print(f"paired bootstrap over RIBES: p(compare not better) = {report['significance']['ribes_p_value']:.4g}")
     print(f"signature: {report['hyp']['bleu_signature']}")
+
+
+def _add_ribes(report: dict[str, Any], args: argparse.Namespace) -> None:
+    """RIBES x100 of --hyp (and --compare) into ``report``, and with --compare its paired bootstrap p."""
+    from ordo.evaluation.bleu import read_hyp_ref
+    from ordo.evaluation.order import ribes_tokens, sentence_ribes
+    from ordo.evaluation.significance import paired_bootstrap_mean
+
+    sentence_scores = {}
+    for name in ("hyp", "compare"):
+        if name in report:
+            hyps, refs = read_hyp_ref(getattr(args, name), args.ref)
+            if args.lowercase:
+                hyps, refs = [h.lower() for h in hyps], [r.lower() for r in refs]
+            pairs = zip(ribes_tokens(hyps, args.tokenized_bleu), ribes_tokens(refs, args.tokenized_bleu))
+            sentence_scores[name] = [sentence_ribes(ref.split(), hyp.split()) for hyp, ref in pairs]
+            report[name]["ribes"] = 100 * sum(sentence_scores[name]) / len(sentence_scores[name])
+    if "significance" in report:
+        report["significance"]["ribes_p_value"] = paired_bootstrap_mean(
+            sentence_scores["hyp"], sentence_scores["compare"], args.bootstrap_samples)
 
 
 def _named(items: list[str], flag: str) -> list[tuple[str, Path]]:
@@ -306,6 +341,17 @@ def run_analyze(args: argparse.Namespace) -> None:
         return
     sources, refs = read_hyp_ref(args.src, args.ref)
     out = Path(args.out)
+    if args.analysis == "order":
+        from ordo.data.alignment.links import read_links
+        from ordo.evaluation.order import alignment_tau
+
+        taus = [alignment_tau(sorted(links.sure)) for links in read_links(args.align)]
+        if len(taus) != len(refs):
+            raise InputError(f"{args.align}: {len(taus)} lines of links for {len(refs)} test pairs in {args.ref}")
+        edges = [float(e) for e in args.edges.split(",")] if args.edges else None
+        systems = [(name, read_hyp_ref(path, args.ref)[0]) for name, path in _named(args.hyp, "--hyp")]
+        print(report.order_report(systems, refs, taus, out, args.tokenized_bleu, edges))
+        return
     if args.analysis == "length":
         bounds = [int(b) for b in args.bounds.split(",")] if args.bounds else None
         systems = [(name, read_hyp_ref(path, args.ref)[0]) for name, path in _named(args.hyp, "--hyp")]
@@ -370,7 +416,6 @@ def run_reorder(args: argparse.Namespace) -> None:
     from ordo.data.alignment.links import check_range, read_links, split_words
     from ordo.data.alignment.target_order import reorder_words, target_order
     from ordo.data.textio import atomic_write, iter_lines
-    from ordo.errors import InputError
 
     with atomic_write(args.out) as handle:
         lines, alignments = iter_lines(args.src), read_links(args.align)

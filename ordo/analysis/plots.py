@@ -36,6 +36,27 @@ def line_plot(
     return Path(path)
 
 
+def histogram(values: Sequence[float], bins: int, xlabel: str, path: str | Path, title: str = "") -> Path:
+    """Write a PNG histogram of ``values`` in ``bins`` equal bins (the y axis counts sentences)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axes = plt.subplots(figsize=(6.4, 4.0))
+    axes.hist(list(values), bins=bins, color="#4c72b0", edgecolor="white")
+    axes.set_xlabel(xlabel)
+    axes.set_ylabel("sentences")
+    if title:
+        axes.set_title(title)
+    axes.grid(alpha=0.3)
+    figure.tight_layout()
+    with atomic_write(path, "wb") as handle:
+        figure.savefig(handle, format="png", dpi=120)
+    plt.close(figure)
+    return Path(path)
+
+
 CJK_FONTS = ("Noto Sans CJK JP", "Noto Sans CJK SC", "Source Han Sans", "IPAexGothic", "IPAGothic",
              "WenQuanYi Zen Hei", "Microsoft YaHei", "MS Gothic")  # fallbacks for Chinese/Japanese labels
 

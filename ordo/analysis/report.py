@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ordo.analysis.groups import group_by_length, quantile_bounds, score_groups, source_lengths
-from ordo.analysis.plots import line_plot
+from ordo.analysis.plots import histogram, line_plot
 from ordo.analysis.systems import bleu_metric, compare_systems, robustness_curve, system_headers
 from ordo.analysis.tables import Cell, markdown_table, write_tables
 from ordo.api import load_run
@@ -120,9 +120,12 @@ def order_report(
     systems: Sequence[tuple[str, list[str]]], refs: list[str], taus: Sequence[float], out: Path,
     tokenized: bool = False, edges: Sequence[float] | None = None,
 ) -> str:
-    """``out/order.{md,tsv,png}``: every system's BLEU, chrF and RIBES per bucket of reordering difficulty
-    (:func:`ordo.evaluation.order.difficulty_buckets` of the test pairs' alignment τ, hardest first), with
-    each system's BLEU difference to the first and its two-sided paired bootstrap p within the bucket."""
+    """``out/order.{md,tsv,png}``: every system's BLEU, chrF and RIBES (x100) per bucket of reordering
+    difficulty (:func:`ordo.evaluation.order.difficulty_buckets` of the test pairs' alignment τ, hardest
+    first), with each system's BLEU difference to the first and its two-sided paired bootstrap p within the
+    bucket; ``out/difficulty.png``, the histogram of τ over the test set."""
+    histogram(taus, 20, "Kendall τ of the alignment (1: monotone, -1: reversed)", out / "difficulty.png",
+              "Reordering difficulty of the test set")
     buckets = difficulty_buckets(taus, edges)
     bleu = bleu_metric(tokenized)
     ribes_refs = ribes_tokens(refs, tokenized)

@@ -198,6 +198,17 @@ def paired_bootstrap(
     )
 
 
+def paired_bootstrap_mean(scores_a: Sequence[float], scores_b: Sequence[float], num_samples: int = 1000,
+                          seed: int = 12345) -> float:
+    """Paired bootstrap (Koehn 2004) of a metric that is the mean of sentence scores (RIBES): the one-sided
+    p-value for "B's mean is higher", ``(#{samples: mean_B - mean_A <= 0} + 1) / (num_samples + 1)``."""
+    if len(scores_a) != len(scores_b) or not scores_a:
+        raise InputError(f"paired scores: {len(scores_a)} and {len(scores_b)} sentences")
+    counts = _resample_counts(len(scores_a), num_samples, np.random.default_rng(seed))  # (S, N)
+    differences = counts @ (np.asarray(scores_b) - np.asarray(scores_a)) / len(scores_a)  # (S,)
+    return (int((differences <= 0).sum()) + 1) / (num_samples + 1)
+
+
 def two_sided_bootstrap_p(hyps_a: Sequence[str], hyps_b: Sequence[str], refs: Sequence[str],
                           num_samples: int = 1000, seed: int = 12345) -> float:
     """Two-sided paired bootstrap p-value of a BLEU difference between A and B: twice the smaller of the

@@ -1,6 +1,7 @@
 """The ``ordo`` verbs end to end on the synthetic reordering pair, and their errors on bad input."""
 
 import gzip
+import json
 
 import pytest
 
@@ -88,3 +89,33 @@ def test_evaluate_line_count_mismatch(tmp_path, capsys):
     (tmp_path / "r").write_text("a\n")
     assert main(["evaluate", "--hyp", str(tmp_path / "h"), "--ref", str(tmp_path / "r")]) == 2
     assert "lines" in capsys.readouterr().err
+
+
+def test_evaluate_ribes_scores_order_and_its_bootstrap_sees_the_better_system(tmp_path, capsys):
+    refs = [f"he read the book {i} because he was interested in history" for i in range(30)]
+    shuffled = [" ".join(r.split()[5:] + r.split()[:5]) for r in refs]  # the clauses swapped
+    (tmp_path / "ref").write_text("\n".join(refs) + "\n")
+    (tmp_path / "same").write_text("\n".join(refs) + "\n")
+    (tmp_path / "moved").write_text("\n".join(shuffled) + "\n")
+    assert main(["evaluate", "--hyp", str(tmp_path / "moved"), "--ref", str(tmp_path / "ref"), "--compare",
+                 str(tmp_path / "same"), "--ribes", "--tokenized-bleu", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["compare"]["ribes"] == pytest.approx(100.0)
+    assert 0 < report["hyp"]["ribes"] < 60  # the words are all there, their order is not
+    assert report["significance"]["ribes_p_value"] < 0.01
+
+
+def test_analyze_order_buckets_by_alignment_tau_and_checks_line_counts(tmp_path, capsys):
+    refs = ["a b c d", "e f g h", "i j k l"]
+    (tmp_path / "src").write_text("\n".join(refs) + "\n")
+    (tmp_path / "ref").write_text("\n".join(refs) + "\n")
+    (tmp_path / "align").write_text("0-0 1-1 2-2 3-3\n0-3 1-2 2-1 3-0\n0-1 1-0 2-2 3-3\n")
+    common = ["analyze", "order", "--src", str(tmp_path / "src"), "--ref", str(tmp_path / "ref"), "--out",
+              str(tmp_path / "out"), "--hyp", f"ref={tmp_path / 'ref'}", "--tokenized-bleu"]
+    assert main([*common, "--align", str(tmp_path / "align"), "--edges=-0.5,0.9"]) == 0
+    rows = [line.split("\t") for line in (tmp_path / "out" / "order.tsv").read_text().splitlines()[1:]]
+    assert [r[2] for r in rows] == ["1", "1", "1"] and rows[0][1] == "τ -1.00..-1.00"
+    assert (tmp_path / "out" / "difficulty.png").exists()
+    (tmp_path / "short").write_text("0-0\n")
+    assert main([*common, "--align", str(tmp_path / "short")]) != 0
+    assert "1 lines of links for 3 test pairs" in capsys.readouterr().err
