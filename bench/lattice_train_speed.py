@@ -12,7 +12,8 @@ prepare step, first). Nothing is written under ``--work``.
 
 ``--pack-below 0,0.9`` times every system twice, with the encoder's sublayers (the FFN; the self-attention's
 projections, residual and layer norm) on padded positions (0) and on the real tokens alone (0.9, the default;
-``ordo.models.transformer.EncoderContext.PACK_BELOW``), interleaved.
+``ordo.models.transformer.PACK_BELOW``, set on each system's model as ``TransformerEncoder.pack_below``),
+interleaved.
 
 usage: python bench/lattice_train_speed.py --suite zhen_lattice --work work/zhenlattice
            [--systems onebest_jieba,lattice,lattice_lsa,lattice_lpe_lsa] [--rounds 5] [--updates 20]
@@ -35,7 +36,7 @@ from ordo.api import build_for_data
 from ordo.config import build_config, merge, parse_overrides
 from ordo.data.corpus import DataMeta
 from ordo.data.textio import read_yaml
-from ordo.models.transformer import EncoderContext
+from ordo.models.transformer import PACK_BELOW, TransformerEncoder
 from ordo.training.trainer import Trainer
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -54,14 +55,16 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--updates", type=int, default=20, help="updates per system per round")
     parser.add_argument("--set", dest="common", action="append", default=[], metavar="KEY=VALUE",
                         help="override for every system (e.g. model.d_model=128)")
-    parser.add_argument("--pack-below", default=str(EncoderContext.PACK_BELOW),
-                        help="comma-separated EncoderContext.PACK_BELOW values; each system runs with each")
+    parser.add_argument("--pack-below", default=str(PACK_BELOW),
+                        help="comma-separated TransformerEncoder.pack_below values; each system runs with each")
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "lattice_train_speed.md")
     return parser.parse_args()
 
 
-def make_trainer(suite: Path, work: Path, name: str, entry: object, common: list[str], scratch: Path) -> Trainer:
-    """A fresh trainer for one system, configured as ``recipes/compare.py`` would train it."""
+def make_trainer(suite: Path, work: Path, name: str, entry: object, common: list[str], scratch: Path,
+                 pack_below: float) -> Trainer:
+    """A fresh trainer for one system, configured as ``recipes/compare.py`` would train it, whose encoder packs
+    the real tokens under ``pack_below`` of the source positions."""
     prepare_file, overrides = compare.system_entry(name, entry)
     data = compare.data_folder(work, prepare_file)
     if not (data / "data.yaml").exists():
@@ -70,6 +73,9 @@ def make_trainer(suite: Path, work: Path, name: str, entry: object, common: list
     cfg = build_config(raw, str(suite / "train.yaml"))
     torch.manual_seed(cfg.train.seed)
     built = build_for_data(cfg, DataMeta.load(data))
+    for module in built.model.modules():
+        if isinstance(module, TransformerEncoder):
+            module.pack_below = pack_below
     return Trainer(built.model, cfg, scratch / name, built.losses, built.fields)
 
 
@@ -95,13 +101,12 @@ def main() -> None:
     label = {run: run[0] if len(pack_values) == 1 else f"{run[0]} (pack below {run[1]:g})" for run in runs}
     with tempfile.TemporaryDirectory() as scratch:
         trainers = {run: make_trainer(suite, args.work, run[0], entries[run[0]], args.common,
-                                      Path(scratch) / f"{run[0]}_{run[1]}") for run in runs}
+                                      Path(scratch) / f"{run[0]}_{run[1]}", run[1]) for run in runs}
         torch.set_num_threads(trainers[runs[0]].tcfg.threads)
         streams = {run: trainer.updates() for run, trainer in trainers.items()}
         speeds: dict[tuple[str, float], list[float]] = {run: [] for run in runs}
         for repeat in range(args.rounds + 1):  # the first round (2 updates) warms up allocator and first calls
             for run in runs:
-                EncoderContext.PACK_BELOW = run[1]
                 speed = timed_round(trainers[run], streams[run], args.updates if repeat else 2)
                 if repeat:
                     speeds[run].append(speed)

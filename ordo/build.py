@@ -57,7 +57,6 @@ def assemble_transformer(slots: Slots, src_vocab_size: int, tgt_vocab_size: int)
         cfg.d_model,
         cfg.dropout,
         norm_first,
-        relations=slots.relations(),
     )
     decoder = TransformerDecoder(
         tgt_embed, table, [slots.decoder_layer(i) for i in range(cfg.decoder_layers)], cfg.d_model, cfg.dropout, norm_first

@@ -119,13 +119,12 @@ class FutureCostModel(TransformerModel):
             previous = previous.detach()
         return self.future_cell(self.decoder.embed(words), previous)
 
-    def forward(self, batch: Batch) -> Seq2SeqOutput:
+    def teacher_forced_output(
+        self, tgt_in: torch.Tensor, hidden: torch.Tensor, encoder_out: EncoderOutput
+    ) -> Seq2SeqOutput:
         """The states the main softmax reads (H, or H' for Model II) and ``future_hidden`` F_t, both (B, T, D),
         with the shared output layer W_o."""
-        assert batch.tgt_in is not None
-        encoder_out = self.encoder(batch)
-        hidden = self.decoder(batch.tgt_in, encoder_out)  # (B, T, D)
-        future = self.future_states(batch.tgt_in, hidden, encoder_out)  # (B, T, D)
+        future = self.future_states(tgt_in, hidden, encoder_out)  # (B, T, D)
         top = hidden if self.gate is None else self.gate(future, hidden)
         extras = dict(encoder_out.extras)
         extras["future_hidden"] = future
@@ -139,14 +138,13 @@ class FutureCostModel(TransformerModel):
             state.fields["future_prev_hidden"] = mean_source_state(encoder_out)
         return state
 
-    def decode_step(self, prev_tokens: torch.Tensor, state: DecoderState) -> torch.Tensor:
-        """Model I: the baseline step. Model II: F_t from the hypothesis' word y_t, fused into H_{t+1}."""
+    def step_logits(self, prev_tokens: torch.Tensor, hidden: torch.Tensor, state: DecoderState) -> torch.Tensor:
+        """Model I: the baseline's. Model II: F_t from the hypothesis' word y_t and H_t, fused into H_{t+1} =
+        ``hidden`` (B, D)."""
         if self.gate is None:
-            return super().decode_step(prev_tokens, state)
+            return super().step_logits(prev_tokens, hidden, state)
         words = prev_tokens if state.step > 0 else torch.full_like(prev_tokens, EOS_ID)
         future = self.future_cell(self.decoder.embed(words), state.fields["future_prev_hidden"])  # (B, D)
-        hidden = self.decoder(prev_tokens.unsqueeze(1), state.encoder, state.caches, start=state.step).squeeze(1)
-        state.step += 1
         state.fields["future_prev_hidden"] = hidden
         return self.output(self.gate(future, hidden))
 

@@ -12,8 +12,9 @@ with one table of 8 relations per layer shared by all heads, through the baselin
     inc   i <= p < q <= j   ind  p <= i < j <= q                 pre  j < p      suc  q < i
     its   otherwise (the spans overlap and neither contains the other)
 
-The relation ids are computed per batch from the spans with broadcasting, (B, S, S), no loop over pairs;
-EOS is the edge e_{N:N+1} after the last element. The decoder is unchanged.
+The relation ids are computed from the spans with broadcasting, (B, S, S), no loop over pairs, once per batch
+in the encoder's context for all layers; EOS is the edge e_{N:N+1} after the last element. The decoder is
+unchanged.
 """
 
 from __future__ import annotations
@@ -64,12 +65,9 @@ def lattice_relations(start: torch.Tensor, end: torch.Tensor) -> torch.Tensor:
     return relations.long()
 
 
-class LatticeRelations(nn.Module):
-    """The relations slot: maps a batch of lattice edges to relation ids (B, S, S)."""
-
-    def forward(self, batch: Batch) -> torch.Tensor:
-        """r(a, b) of every source token pair, from the batch's spans."""
-        return lattice_relations(*batch_spans(batch))
+def batch_relations(batch: Batch) -> torch.Tensor:
+    """r(a, b) (B, S, S) of every source token pair of a batch of lattice edges, from the batch's spans."""
+    return lattice_relations(*batch_spans(batch))
 
 
 def apply_lattice_attn(slots: Slots, cfg: LatticeAttnConfig) -> None:
@@ -81,11 +79,12 @@ def apply_lattice_attn(slots: Slots, cfg: LatticeAttnConfig) -> None:
 
     def attention(side: str, index: int) -> nn.Module:
         if side == "encoder":
-            return RelationSelfAttention(model_cfg.d_model, model_cfg.heads, len(RELATIONS), model_cfg.attention_dropout)
+            return RelationSelfAttention(
+                model_cfg.d_model, model_cfg.heads, len(RELATIONS), batch_relations, model_cfg.attention_dropout
+            )
         return plain_attention(side, index)
 
     slots.claim("self_attention", "lattice_attn", attention)
-    slots.claim("relations", "lattice_attn", LatticeRelations)
 
 
 register_method(Method("lattice_attn", LatticeAttnConfig, apply_lattice_attn, fields=FIELDS))

@@ -5,10 +5,12 @@ Self-attention gets key and value embeddings of the clipped relative distance (S
     e_ab = q_a · (k_b + a^K_{r(a,b)}) / sqrt(d_k),   o_a = Σ_b α_ab (v_b + a^V_{r(a,b)}),
     r(a, b) = clip(b - a, -k, k) + k                 2k + 1 relation ids, one table per layer shared by heads
 
-in every encoder layer and, with ``decoder: true``, every decoder self-attention layer, through the
-baseline's :class:`ordo.models.attention.RelationSelfAttention`. The absolute sinusoidal encodings stay:
-Shaw et al. found that combining both neither helped nor hurt, and it keeps every other part equal to the
-baseline.
+in every encoder layer and, with ``decoder: true``, every decoder self-attention layer, through
+:class:`RelativeSelfAttention`, the baseline's :class:`ordo.models.attention.RelationSelfAttention` with these
+ids: in the encoder those of the source positions, made once per batch in the encoder's context; in the
+decoder those of the new steps against every step so far, which the layer's cache counts. The absolute
+sinusoidal encodings stay: Shaw et al. found that combining both neither helped nor hurt, and it keeps every
+other part equal to the baseline.
 """
 
 from __future__ import annotations
@@ -21,9 +23,8 @@ from torch import nn
 from ordo.data.batch import Batch
 from ordo.errors import ConfigError
 from ordo.methods.registry import Method, register_method
-from ordo.models.attention import RelationSelfAttention
+from ordo.models.attention import BatchContext, RelationSelfAttention
 from ordo.models.slots import Slots
-from ordo.models.transformer import TransformerDecoderLayer
 
 
 @dataclass
@@ -40,31 +41,34 @@ def relative_ids(query_positions: torch.Tensor, key_positions: torch.Tensor, cli
     return (distance.clamp(-clip, clip) + clip).unsqueeze(0)
 
 
-class SourceRelativeIds(nn.Module):
-    """The relations slot of the encoder: relative distances between all source positions of a batch."""
+@dataclass(frozen=True)
+class SourceRelativeIds:
+    """Relative distances between all source positions of a batch; equal ones (one ``clip``) make one set of
+    ids per batch for all encoder layers."""
 
-    def __init__(self, clip: int) -> None:
-        super().__init__()
-        self.clip = clip
+    clip: int
 
-    def forward(self, batch: Batch) -> torch.Tensor:
+    def __call__(self, batch: Batch) -> torch.Tensor:
         """(1, S, S) relation ids for ``batch.src_tokens`` (B, S)."""
         positions = torch.arange(batch.src_tokens.size(1), device=batch.src_tokens.device)
         return relative_ids(positions, positions, self.clip)
 
 
-class RelativeDecoderLayer(TransformerDecoderLayer):
-    """A decoder layer whose masked self-attention sees relative distances; the new steps follow the cache."""
+class RelativeSelfAttention(RelationSelfAttention):
+    """Relation attention over the 2k + 1 clipped relative distances, in the encoder or the decoder."""
 
-    def __init__(self, clip: int, **parts: object) -> None:
-        super().__init__(**parts)  # type: ignore[arg-type]
+    def __init__(self, dim: int, heads: int, clip: int, dropout: float = 0.0) -> None:
+        super().__init__(dim, heads, 2 * clip + 1, SourceRelativeIds(clip), dropout)
         self.clip = clip
 
-    def self_relations(self, x: torch.Tensor, cache: dict[str, torch.Tensor] | None) -> torch.Tensor:
-        """Clipped distances (1, T, start + T) of the new steps ``x`` to every step so far."""
-        start = cache["self_k"].size(2) if cache is not None and "self_k" in cache else 0
-        keys = torch.arange(start + x.size(1), device=x.device)
-        return relative_ids(keys[start:], keys, self.clip)
+    def relation_ids(self, q: torch.Tensor, k: torch.Tensor, context: BatchContext | None) -> torch.Tensor:
+        """(1, T_query, T_key): in the encoder (``context`` given) the source positions' ids, made once per
+        batch; in the decoder the distances of the new steps, the last T_query of the T_key steps in the cache,
+        to every step so far."""
+        if context is not None:
+            return super().relation_ids(q, k, context)
+        steps = torch.arange(k.size(2), device=k.device)
+        return relative_ids(steps[k.size(2) - q.size(2) :], steps, self.clip)
 
 
 def apply_relative_pe(slots: Slots, cfg: RelativePEConfig) -> None:
@@ -76,13 +80,10 @@ def apply_relative_pe(slots: Slots, cfg: RelativePEConfig) -> None:
 
     def attention(side: str, index: int) -> nn.Module:
         if side == "encoder" or cfg.decoder:
-            return RelationSelfAttention(model_cfg.d_model, model_cfg.heads, 2 * cfg.clip + 1, model_cfg.attention_dropout)
+            return RelativeSelfAttention(model_cfg.d_model, model_cfg.heads, cfg.clip, model_cfg.attention_dropout)
         return plain_attention(side, index)
 
     slots.claim("self_attention", "relative_pe", attention)
-    slots.claim("relations", "relative_pe", lambda: SourceRelativeIds(cfg.clip))
-    if cfg.decoder:
-        slots.claim("decoder_layer", "relative_pe", lambda i: RelativeDecoderLayer(cfg.clip, **slots.decoder_layer_parts(i)))
 
 
 register_method(Method("relative_pe", RelativePEConfig, apply_relative_pe))

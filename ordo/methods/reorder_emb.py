@@ -30,9 +30,8 @@ from torch import nn
 from ordo.errors import ConfigError
 from ordo.methods.registry import Method, register_method
 from ordo.models.embeddings import SinusoidalPositions
-from ordo.models.outputs import EncoderOutput
 from ordo.models.slots import Slots
-from ordo.models.transformer import EncoderContext, TransformerDecoderLayer, TransformerEncoderLayer
+from ordo.models.transformer import TransformerDecoderLayer, TransformerEncoderLayer
 
 VARIANTS = ("encoder", "decoder", "both")
 
@@ -85,39 +84,34 @@ class ReorderingStep(nn.Module):
 
 
 class ReorderingEncoderLayer(TransformerEncoderLayer):
-    """An encoder layer with the reordering step between self-attention and FFN (Eq. 9)."""
+    """An encoder layer with the reordering step between self-attention and FFN: H^n = LN(FFN(C) + Hbar) (Eq. 9),
+    the baseline layer's forward with C as the FFN's input."""
+
+    packs_tokens = False  # the step adds PE by position in the padded (B, S) layout
 
     def __init__(self, reorder: ReorderingStep, **parts: object) -> None:
         super().__init__(**parts)  # type: ignore[arg-type]
         self.reorder = reorder
 
-    def forward(self, x: torch.Tensor, ctx: EncoderContext) -> torch.Tensor:
-        """(B, S, D) H^{n-1} -> (B, S, D) H^n."""
-        attended = self.attn_block(x, lambda h: self.self_attn(h, ctx.attn_mask, relations=ctx.relations))
-        reordered = self.reorder(x, attended)
-        return self.ffn_block(attended, lambda _: self.ffn(reordered))  # LN(FFN(C) + Hbar)
+    def ffn_input(self, layer_input: torch.Tensor, attended: torch.Tensor) -> torch.Tensor:
+        """C = LN(Hbar + PE ⊙ PP) (Eq. 7-8) of H^{n-1} = ``layer_input`` and Hbar = ``attended``, (B, S, D)."""
+        return self.reorder(layer_input, attended)
 
 
 class ReorderingDecoderLayer(TransformerDecoderLayer):
-    """A decoder layer with the reordering step between masked self-attention and cross-attention."""
+    """A decoder layer with the reordering step between masked self-attention and cross-attention: the baseline
+    layer's forward with C as the cross-attention's queries and Hbar its residual."""
 
     def __init__(self, reorder: ReorderingStep, **parts: object) -> None:
         super().__init__(**parts)  # type: ignore[arg-type]
         self.reorder = reorder
 
-    def forward(
-        self,
-        x: torch.Tensor,
-        encoder_out: EncoderOutput,
-        memory_mask: torch.Tensor | None,
-        cache: dict[str, torch.Tensor] | None = None,
+    def cross_attention_input(
+        self, layer_input: torch.Tensor, attended: torch.Tensor, cache: dict[str, torch.Tensor] | None
     ) -> torch.Tensor:
-        """(B, T, D) -> (B, T, D); with ``cache``, T is the new steps and their positions follow the cache."""
-        attended = self.self_block(x, lambda h: self.self_attn(h, causal=True, cache=cache))
-        start = 0 if cache is None else cache["self_k"].size(2) - x.size(1)  # steps decoded before these
-        reordered = self.reorder(x, attended, start)
-        x = self.cross_block(attended, lambda _: self.cross_attn(reordered, encoder_out.states, memory_mask, cache))
-        return self.ffn_block(x, self.ffn)
+        """C (B, T, D) of the new steps, whose positions follow the steps decoded before them in ``cache``."""
+        start = 0 if cache is None else cache["self_k"].size(2) - attended.size(1)
+        return self.reorder(layer_input, attended, start)
 
 
 def _require_post_norm(slots: Slots, method: str) -> None:

@@ -1,24 +1,27 @@
 """Multi-head attention (Vaswani et al. 2017) on ``scaled_dot_product_attention``, with key/value caches
-for incremental decoding, and a relation-aware variant (Shaw et al. 2018) for relative positions and
-lattice relations.
+for incremental decoding, and a relation-aware variant (Shaw et al. 2018) whose relation ids a method gives
+(relative positions, lattice relations).
 """
 
 from __future__ import annotations
 
 import bisect
 import contextlib
+from collections.abc import Callable
+from typing import Protocol
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
+from ordo.data.batch import Batch
 from ordo.models.dropout import dropout
 from ordo.models.packing import TokenPacking
 
 # SDPA's kernels for CUDA without cuDNN's: cuDNN builds an execution plan for every new input shape, and token
-# batches and incremental decoding bring new shapes all the time (H100, Multi30k: training at 0.65-0.73x the
-# tokens/s without it, and a first bf16 translation pass of 1,000 sentences in 14.5 s instead of 1.0 s)
+# batches and incremental decoding bring new shapes all the time, so training and translation would keep
+# paying for new plans
 CUDA_SDPA_BACKENDS = [SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH]
 
 
@@ -61,6 +64,15 @@ def ungroup_queries(out: torch.Tensor, group: int) -> torch.Tensor:
     length = grouped_length // group
     ungrouped = out.view(batch, heads, group, length, head_dim).transpose(1, 2)  # (B, G, H, T, Dh)
     return ungrouped.reshape(batch * group, heads, length, head_dim)
+
+
+class BatchContext(Protocol):
+    """What a self-attention module may read of the per-batch context its layer passes it (the encoder's
+    :class:`~ordo.models.transformer.EncoderContext`)."""
+
+    def per_batch(self, make: Callable[[Batch], torch.Tensor]) -> torch.Tensor:
+        """``make(batch)``, made at the first call with ``make`` and returned again at every later one."""
+        ...
 
 
 def key_padding_to_attn_mask(pad_mask: torch.Tensor | None) -> torch.Tensor | None:
@@ -116,8 +128,8 @@ class SelfAttention(nn.Module):
         attn_mask: torch.Tensor | None = None,
         causal: bool = False,
         cache: dict[str, torch.Tensor] | None = None,
-        relations: torch.Tensor | None = None,
         packing: TokenPacking | None = None,
+        context: BatchContext | None = None,
     ) -> torch.Tensor:
         """Attend ``x`` (B, T, D) to itself; (B, T, D).
 
@@ -125,12 +137,11 @@ class SelfAttention(nn.Module):
             attn_mask: (B, 1, 1, T) bool, True where a key may be attended (see key_padding_to_attn_mask).
             causal: mask future positions (training of the decoder; ignored when ``cache`` holds a prefix).
             cache: per-layer incremental state, updated in place.
-            relations: relation ids; only :class:`RelationSelfAttention` accepts them.
             packing: the real positions of the (B, T) batch; ``x`` and the result are then (N, D), the real
                 tokens alone.
+            context: the encoder's per-batch context, where a method's attention reads what it needs of the
+                batch (:class:`RelationSelfAttention`'s relation ids); the plain attention reads nothing there.
         """
-        if relations is not None:
-            raise ValueError("relation ids given to a plain SelfAttention; use RelationSelfAttention")
         q, k, v = self.project(x, cache, packing)
         is_causal = causal and q.size(2) > 1
         out = fused_attention(q, k, v, attn_mask, self.dropout if self.training else 0.0, is_causal)  # (B, H, T, Dh)
@@ -209,9 +220,11 @@ class RelationSelfAttention(SelfAttention):
 
     e_ab = q_a · (k_b + a^K_{r(a,b)}) / sqrt(d_k),   o_a = Σ_b α_ab (v_b + a^V_{r(a,b)})   (Eq. 3-4; SPEC §0, §3)
 
-    ``relations`` holds r(a, b) as ids in [0, num_relations). The relation terms are computed per relation,
-    not per pair: q @ a^K^T gives (B, H, T, R) scores that are gathered by id, and attention weights are
-    summed into relation bins before multiplying by a^V, so memory grows with T*R rather than T*T*Dh.
+    r(a, b) are ids in [0, num_relations) from :meth:`relation_ids`: ``relations_of(batch)``, made once per
+    forward pass in the context the encoder layers share (a method's subclass may give them otherwise, e.g.
+    from the positions of the decoder's steps). The relation terms are computed per relation, not per pair:
+    q @ a^K^T gives (B, H, T, R) scores that are gathered by id, and attention weights are summed into relation
+    bins before multiplying by a^V, so memory grows with T*R rather than T*T*Dh.
 
     The (B, H, T, T) work grows with the square of the padded length, so over a key-padding mask (the encoder)
     the rows are attended in groups of similar length (:func:`length_groups`, longest/shortest <= GROUP_RATIO),
@@ -219,12 +232,16 @@ class RelationSelfAttention(SelfAttention):
     get what the whole padded batch gives them.
     """
 
-    GROUP_RATIO = 1.3  # on IWSLT17 Zh lattice batches: 1.2x the unpadded T^2 work (2.65x padded), 2.4 groups
+    GROUP_RATIO = 1.3  # longest/shortest row within a group: more groups, more passes; fewer, more padding
 
-    def __init__(self, dim: int, heads: int, num_relations: int, dropout: float = 0.0) -> None:
+    def __init__(
+        self, dim: int, heads: int, num_relations: int, relations_of: Callable[[Batch], torch.Tensor],
+        dropout: float = 0.0,
+    ) -> None:
         super().__init__(dim, heads, dropout)
         head_dim = dim // heads
         self.num_relations = num_relations
+        self.relations_of = relations_of  # batch -> (B or 1, S, S); layers with equal ones share what it makes
         self.rel_keys = nn.Embedding(num_relations, head_dim)
         self.rel_values = nn.Embedding(num_relations, head_dim)
         nn.init.normal_(self.rel_keys.weight, std=head_dim**-0.5)
@@ -236,13 +253,12 @@ class RelationSelfAttention(SelfAttention):
         attn_mask: torch.Tensor | None = None,
         causal: bool = False,
         cache: dict[str, torch.Tensor] | None = None,
-        relations: torch.Tensor | None = None,
         packing: TokenPacking | None = None,
+        context: BatchContext | None = None,
     ) -> torch.Tensor:
-        """As :meth:`SelfAttention.forward`; ``relations`` (B or 1, T_query, T_key) long is required."""
-        if relations is None:
-            raise ValueError("RelationSelfAttention needs relation ids")
+        """As :meth:`SelfAttention.forward`, with the relation ids of :meth:`relation_ids`."""
         q, k, v = self.project(x, cache, packing)
+        relations = self.relation_ids(q, k, context)
         q = q * q.size(-1) ** -0.5
         lengths = prefix_lengths(attn_mask) if attn_mask is not None and cache is None and not causal else None
         if attn_mask is not None and lengths is not None:
@@ -250,6 +266,13 @@ class RelationSelfAttention(SelfAttention):
         else:
             out = self.attend(q, k, v, relations, attn_mask, causal)
         return self.output(out, packing)
+
+    def relation_ids(self, q: torch.Tensor, k: torch.Tensor, context: BatchContext | None) -> torch.Tensor:
+        """r(a, b) (B or 1, T_query, T_key) long of queries ``q`` (B, H, T_query, Dh) and keys ``k`` (B, H, T_key,
+        Dh): ``relations_of`` the batch, from ``context``."""
+        if context is None:
+            raise ValueError("RelationSelfAttention reads its relation ids from the context its layer passes")
+        return context.per_batch(self.relations_of)
 
     def attend_by_length(
         self,
@@ -291,7 +314,7 @@ class RelationSelfAttention(SelfAttention):
         """Eq. 3-4 for scaled queries ``q`` (B, H, Tq, Dh), keys and values (B, H, Tk, Dh): (B, H, Tq, Dh)."""
         rel_ids = relations.unsqueeze(1).expand(q.size(0), q.size(1), q.size(2), k.size(2))  # (B, H, Tq, Tk)
         rel_scores = torch.matmul(q, self.rel_keys.weight.t())  # (B, H, Tq, R)
-        # in place where autograd allows: each (B, H, Tq, Tk) pass costs as much as a matmul on CPU
+        # in place where autograd allows: each out-of-place op would allocate and write one more (B, H, Tq, Tk)
         scores = torch.matmul(q, k.transpose(-1, -2)).add_(rel_scores.gather(-1, rel_ids))  # (B, H, Tq, Tk)
         if attn_mask is not None:  # additive, so the backward pass needs no masking pass
             scores = scores.add_(torch.zeros(attn_mask.shape, dtype=scores.dtype, device=q.device)

@@ -35,10 +35,11 @@ class Slots:
         source_positions: ``(table) -> module`` mapping a Batch to the encodings added to the source.
         self_attention: ``(side, layer_index) -> module``; side is "encoder" or "decoder". An encoder one is
             called with ``packing=`` (a :class:`~ordo.models.packing.TokenPacking` or None): when it is set,
-            its input and output are the (N, D) real tokens (see :meth:`SelfAttention.forward`).
+            its input and output are the (N, D) real tokens (see :meth:`SelfAttention.forward`); and with
+            ``context=``, the :class:`~ordo.models.transformer.EncoderContext` where it may read a method's
+            per-batch inputs (relation ids).
         encoder_layer: ``(layer_index) -> module`` with ``forward(x, ctx: EncoderContext)``.
         decoder_layer: ``(layer_index) -> module`` with the TransformerDecoderLayer interface.
-        relations: ``() -> module or None``; the module maps a Batch to relation ids (B|1, S, S).
         encoder_wrapper: ``(encoder) -> module`` around the whole encoder (e.g. ReFSR's two paths).
         output: ``(dim, vocab_size, tied_embedding) -> module`` producing logits.
         model_class: ``(encoder, decoder, output) -> module``, the Seq2Seq model that assembles them.
@@ -50,7 +51,6 @@ class Slots:
     self_attention: Callable[[str, int], nn.Module] = field(init=False)
     encoder_layer: Callable[[int], nn.Module] = field(init=False)
     decoder_layer: Callable[[int], nn.Module] = field(init=False)
-    relations: Callable[[], nn.Module | None] = lambda: None
     encoder_wrapper: Callable[[nn.Module], nn.Module] = lambda encoder: encoder
     output: Callable[[int, int, nn.Embedding | None], nn.Module] = OutputProjection
     model_class: Callable[..., nn.Module] = TransformerModel

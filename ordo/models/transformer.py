@@ -2,8 +2,9 @@
 
 Post-norm by default, as the papers write it: ``C = LN(SelfAtt(H) + H); H' = LN(FFN(C) + C)``; pre-norm
 (``H + SelfAtt(LN(H))``) as an option. Every replaceable sub-block (positions, self-attention, layers,
-relation ids, output projection) is passed in by ``ordo.build``, so a method replaces a block without a
-flag in these classes.
+output projection) is passed in by ``ordo.build``, so a method replaces a block without a flag in these
+classes; a method's layer overrides a hook of the baseline layer (``ffn_input``, ``cross_attention_input``),
+and a method's per-batch inputs reach its modules through :class:`EncoderContext`.
 """
 
 from __future__ import annotations
@@ -21,6 +22,10 @@ from ordo.models.dropout import dropout
 from ordo.models.embeddings import ScaledEmbedding, SinusoidalPositions
 from ordo.models.outputs import DecoderState, EncoderOutput, Seq2SeqOutput
 from ordo.models.packing import TokenPacking
+
+# the encoder's sublayers run on the real tokens alone when under this share of the positions are real: above
+# it, too little padding is skipped to pay for the gather and scatter that packing adds
+PACK_BELOW = 0.9
 
 
 class FeedForward(nn.Module):
@@ -58,28 +63,34 @@ class Residual(nn.Module):
 
 @dataclass
 class EncoderContext:
-    """What every encoder layer sees besides its input: masks, optional relation ids, the batch (for
-    method fields), and ``extras`` where a layer may leave named outputs (e.g. ExGRE's pr^N).
+    """What every encoder layer sees besides its input: masks, the batch (for method fields), inputs that a
+    method makes from the batch once for all layers (:meth:`per_batch`, e.g. relation ids), and ``extras``
+    where a layer may leave named outputs (e.g. ExGRE's pr^N).
 
     With much padding (batches sorted by target length, long lattices), :meth:`per_token` runs position-wise
     blocks on the real tokens alone: the FFN sublayer, and the self-attention sublayer but for the attention
-    between the tokens (its projections take ``packing``). On the IWSLT17 Zh batches, where 1.4x the real
-    source positions are padded, the FFN gave +6-14% training tokens/s, the attention sublayer +4-5% more on
-    the lattices (jieba: +0%).
+    between the tokens (its projections take ``packing``). The padded positions' work is skipped at the cost
+    of a gather and a scatter per layer, so the tokens are packed only when under ``pack_below`` of the
+    positions are real.
     """
 
     pad_mask: torch.Tensor
     attn_mask: torch.Tensor | None
     batch: Batch
-    relations: torch.Tensor | None = None
+    pack_below: float = PACK_BELOW
     extras: dict[str, torch.Tensor] = field(default_factory=dict)
-    packing: TokenPacking | None = field(init=False, default=None)  # the real positions, from pad_mask, when
-    # packing pays
-
-    PACK_BELOW = 0.9  # per-token blocks run on the real tokens alone when fewer than this share are real
+    packing: TokenPacking | None = field(init=False, default=None)  # the real positions, when packing them pays
+    made: dict[Callable[[Batch], torch.Tensor], torch.Tensor] = field(init=False, default_factory=dict)  # per_batch
 
     def __post_init__(self) -> None:
-        self.packing = TokenPacking.of(self.pad_mask, self.PACK_BELOW)
+        self.packing = TokenPacking.of(self.pad_mask, self.pack_below)
+
+    def per_batch(self, make: Callable[[Batch], torch.Tensor]) -> torch.Tensor:
+        """``make(batch)``, made at the first call with ``make`` (or an equal callable) and returned again at the
+        later ones: an input of a method's modules that every layer reads, made once per forward pass."""
+        if make not in self.made:
+            self.made[make] = make(self.batch)
+        return self.made[make]
 
     def per_token(self, x: torch.Tensor, block: Callable[[torch.Tensor], torch.Tensor]) -> torch.Tensor:
         """``block`` on ``x`` (B, S, D); when :attr:`packing` is set, on its real tokens alone packed into
@@ -91,7 +102,13 @@ class EncoderContext:
 
 
 class TransformerEncoderLayer(nn.Module):
-    """H' = LN(FFN(C) + C) with C = LN(SelfAtt(H) + H) (post-norm; SPEC §0)."""
+    """H' = LN(FFN(C) + C) with C = LN(SelfAtt(H) + H) (post-norm; SPEC §0).
+
+    A method's step between the sublayers overrides :meth:`ffn_input`, and sets :attr:`packs_tokens` False when
+    that step reads positions in the padded (B, S) layout.
+    """
+
+    packs_tokens = True  # the sublayers may run on the real tokens alone when the context packs them
 
     def __init__(self, self_attn: SelfAttention, ffn: FeedForward, dim: int, dropout: float, norm_first: bool) -> None:
         super().__init__()
@@ -101,15 +118,21 @@ class TransformerEncoderLayer(nn.Module):
         self.ffn_block = Residual(dim, dropout, norm_first)
 
     def forward(self, x: torch.Tensor, ctx: EncoderContext) -> torch.Tensor:
-        """(B, S, D) -> (B, S, D); both sublayers on the real tokens alone when ``ctx`` packs them."""
-        return ctx.per_token(x, lambda h: self.sublayers(h, ctx))
+        """(B, S, D) -> (B, S, D); both sublayers on the real tokens alone when ``ctx`` packs them and
+        :attr:`packs_tokens` allows it."""
+        if not self.packs_tokens:
+            return self.sublayers(x, ctx, None)
+        return ctx.per_token(x, lambda h: self.sublayers(h, ctx, ctx.packing))
 
-    def sublayers(self, x: torch.Tensor, ctx: EncoderContext) -> torch.Tensor:
-        """Both residual sublayers on ``x``: (B, S, D), or (N, D) the real tokens when ``ctx.packing`` is set."""
-        attended = self.attn_block(
-            x, lambda h: self.self_attn(h, ctx.attn_mask, relations=ctx.relations, packing=ctx.packing)
-        )
-        return self.ffn_block(attended, self.ffn)
+    def sublayers(self, x: torch.Tensor, ctx: EncoderContext, packing: TokenPacking | None) -> torch.Tensor:
+        """Both residual sublayers on ``x``: (B, S, D), or with ``packing`` (N, D) the real tokens."""
+        attended = self.attn_block(x, lambda h: self.self_attn(h, ctx.attn_mask, packing=packing, context=ctx))
+        return self.ffn_block(attended, lambda h: self.ffn(self.ffn_input(x, h)))
+
+    def ffn_input(self, layer_input: torch.Tensor, attended: torch.Tensor) -> torch.Tensor:
+        """What the FFN reads of the self-attention sublayer's output ``attended`` (LN'd first in pre-norm): that
+        output itself; a method's step between the sublayers overrides this, with the ``layer_input`` H."""
+        return attended
 
 
 class TransformerDecoderLayer(nn.Module):
@@ -132,11 +155,6 @@ class TransformerDecoderLayer(nn.Module):
         self.cross_block = Residual(dim, dropout, norm_first)
         self.ffn_block = Residual(dim, dropout, norm_first)
 
-    def self_relations(self, x: torch.Tensor, cache: dict[str, torch.Tensor] | None) -> torch.Tensor | None:
-        """Relation ids (1, T, T_past + T) for the masked self-attention of the new steps ``x``; the baseline
-        has none, a method (relative positions) overrides this."""
-        return None
-
     def forward(
         self,
         x: torch.Tensor,
@@ -145,10 +163,21 @@ class TransformerDecoderLayer(nn.Module):
         cache: dict[str, torch.Tensor] | None = None,
     ) -> torch.Tensor:
         """(B, T, D) -> (B, T, D); with ``cache``, T is the new steps only and the cache grows."""
-        relations = self.self_relations(x, cache)
-        x = self.self_block(x, lambda h: self.self_attn(h, causal=True, cache=cache, relations=relations))
-        x = self.cross_block(x, lambda h: self.cross_attn(h, encoder_out.states, memory_mask, cache))
-        return self.ffn_block(x, self.ffn)
+        attended = self.self_block(x, lambda h: self.self_attn(h, causal=True, cache=cache))
+        sourced = self.cross_block(
+            attended,
+            lambda h: self.cross_attn(self.cross_attention_input(x, h, cache), encoder_out.states, memory_mask,
+                                      cache),
+        )
+        return self.ffn_block(sourced, self.ffn)
+
+    def cross_attention_input(
+        self, layer_input: torch.Tensor, attended: torch.Tensor, cache: dict[str, torch.Tensor] | None
+    ) -> torch.Tensor:
+        """The queries that cross-attention reads of the self-attention sublayer's output ``attended`` (LN'd first
+        in pre-norm): that output itself; a method's step between the sublayers overrides this, with the
+        ``layer_input`` and the ``cache`` (which already holds the new steps' keys)."""
+        return attended
 
 
 class TransformerEncoder(nn.Module):
@@ -162,7 +191,6 @@ class TransformerEncoder(nn.Module):
         dim: int,
         dropout: float,
         norm_first: bool,
-        relations: nn.Module | None = None,
     ) -> None:
         super().__init__()
         self.embed = embed
@@ -170,15 +198,14 @@ class TransformerEncoder(nn.Module):
         self.layers = nn.ModuleList(layers)
         self.dropout = dropout
         self.final_norm = nn.LayerNorm(dim) if norm_first else None
-        self.relations = relations
+        self.pack_below = PACK_BELOW  # see EncoderContext; bench/lattice_train_speed.py sets it per model
 
     def forward(self, batch: Batch) -> EncoderOutput:
         """Encode ``batch.src_tokens`` (B, S) into states (B, S, D)."""
         pad_mask = batch.src_pad_mask
         x = self.embed(batch.src_tokens) + self.positions(batch)  # (B, S, D)
         x = dropout(x, self.dropout, self.training)
-        relations = self.relations(batch) if self.relations is not None else None
-        ctx = EncoderContext(pad_mask, key_padding_to_attn_mask(pad_mask), batch, relations)
+        ctx = EncoderContext(pad_mask, key_padding_to_attn_mask(pad_mask), batch, self.pack_below)
         for layer in self.layers:
             x = layer(x, ctx)
         if self.final_norm is not None:
@@ -256,7 +283,13 @@ class TransformerModel(nn.Module):
         encoder's named extras."""
         assert batch.tgt_in is not None
         encoder_out = self.encoder(batch)
-        hidden = self.decoder(batch.tgt_in, encoder_out)
+        return self.teacher_forced_output(batch.tgt_in, self.decoder(batch.tgt_in, encoder_out), encoder_out)
+
+    def teacher_forced_output(
+        self, tgt_in: torch.Tensor, hidden: torch.Tensor, encoder_out: EncoderOutput
+    ) -> Seq2SeqOutput:
+        """The output of the top decoder states ``hidden`` (B, T, D) for ``tgt_in`` (B, T): those states with the
+        output layer and the encoder's extras; a method that adds to the top of the decoder overrides this."""
         return Seq2SeqOutput(hidden, self.output, dict(encoder_out.extras))
 
     def encode(self, batch: Batch) -> EncoderOutput:
@@ -271,5 +304,11 @@ class TransformerModel(nn.Module):
     def decode_step(self, prev_tokens: torch.Tensor, state: DecoderState) -> torch.Tensor:
         """Logits (B, V) of the next token after ``prev_tokens`` (B,), using and extending the caches."""
         hidden = self.decoder(prev_tokens.unsqueeze(1), state.encoder, state.caches, start=state.step)  # (B, 1, D)
+        logits = self.step_logits(prev_tokens, hidden.squeeze(1), state)
         state.step += 1
-        return self.output(hidden.squeeze(1))
+        return logits
+
+    def step_logits(self, prev_tokens: torch.Tensor, hidden: torch.Tensor, state: DecoderState) -> torch.Tensor:
+        """Logits (B, V) of the top decoder state ``hidden`` (B, D) that follows ``prev_tokens`` (B,) at step
+        ``state.step``: the output layer's; a method that adds to the top of the decoder overrides this."""
+        return self.output(hidden)

@@ -13,6 +13,7 @@ from ordo.decoding.search import beam_search, greedy_search
 from ordo.errors import ConfigError
 from ordo.methods.future_cost import FutureCostModel, future_cost_loss, mean_source_state
 from ordo.models.outputs import Seq2SeqOutput
+from ordo.models.transformer import TransformerModel
 
 
 def batch():
@@ -67,6 +68,11 @@ def test_model_one_translates_exactly_like_the_baseline_with_the_same_weights():
     ours = beam_search(model_one, b, beam_size=3, max_len_a=1.0, max_len_b=4)
     theirs = beam_search(baseline, b, beam_size=3, max_len_a=1.0, max_len_b=4)
     assert [[h.tokens for h in hs] for hs in ours] == [[h.tokens for h in hs] for hs in theirs]
+
+
+def test_the_baseline_forward_and_step_run_with_the_future_cost_as_hooks():
+    assert FutureCostModel.forward is TransformerModel.forward
+    assert FutureCostModel.decode_step is TransformerModel.decode_step
 
 
 def test_model_two_incremental_decoding_equals_the_full_pass_and_beam_one_equals_greedy():

@@ -25,7 +25,7 @@ from ordo.data.synthetic import write_corpus
 from ordo.data.textio import read_lines
 from ordo.errors import ConfigError
 from ordo.export import check_exportable
-from ordo.methods.lattice_attn import RELATIONS, LatticeRelations
+from ordo.methods.lattice_attn import RELATIONS, batch_relations
 from ordo.methods.lattice_pe import LatticeSourcePositions, lattice_positions
 from ordo.models.attention import RelationSelfAttention, SelfAttention
 from ordo.models.embeddings import SequentialSourcePositions, SinusoidalPositions
@@ -73,7 +73,7 @@ def test_relations_of_a_hand_built_lattice_match_the_hand_written_table():
     lattice = hand_lattice()
     assert list(zip(lattice.starts, lattice.ends)) == [(0, 1), (0, 2), (1, 2), (1, 3), (2, 3), (3, 4)]
     short = build_lattice([["a", "b"]])
-    relations = LatticeRelations()(lattice_batch([lattice, short]))  # (2, 7, 7)
+    relations = batch_relations(lattice_batch([lattice, short]))  # (2, 7, 7)
     assert [[RELATIONS[r] for r in row] for row in relations[0].tolist()] == HAND_TABLE
     assert {name for row in HAND_TABLE for name in row} == set(RELATIONS)
     # the shorter sentence: a:(0,1) b:(1,2) EOS:(2,3); padding rows/columns are masked and not checked
@@ -120,7 +120,7 @@ def test_one_segmentation_gives_the_baseline_positions_and_outputs():
 def test_methods_fill_their_slots_and_combine():
     both = tiny("model.methods.lattice_pe={}", "model.methods.lattice_attn={}")
     assert isinstance(both.encoder.positions, LatticeSourcePositions)
-    assert isinstance(both.encoder.relations, LatticeRelations)
+    assert all(layer.self_attn.relations_of is batch_relations for layer in both.encoder.layers)
     assert all(isinstance(layer.self_attn, RelationSelfAttention) and layer.self_attn.num_relations == 8
                for layer in both.encoder.layers)
     assert all(type(layer.self_attn) is SelfAttention for layer in both.decoder.layers)

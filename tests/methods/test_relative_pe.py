@@ -5,8 +5,9 @@ import torch
 from model_helpers import tiny, toy_batch
 
 from ordo.errors import ConfigError
-from ordo.methods.relative_pe import relative_ids
+from ordo.methods.relative_pe import RelativeSelfAttention, relative_ids
 from ordo.models.attention import RelationSelfAttention, SelfAttention
+from ordo.models.transformer import TransformerDecoderLayer
 
 
 def batch():
@@ -23,12 +24,23 @@ def test_encoder_and_decoder_use_relation_attention_and_decoder_can_be_left_plai
     model = tiny("model.methods.relative_pe.clip=3")
     assert all(isinstance(layer.self_attn, RelationSelfAttention) for layer in model.encoder.layers)
     assert all(layer.self_attn.rel_keys.num_embeddings == 7 for layer in model.decoder.layers)
+    assert all(type(layer) is TransformerDecoderLayer and isinstance(layer.self_attn, RelativeSelfAttention)
+               for layer in model.decoder.layers)  # the ids come from the attention, not from a layer of its own
     plain = tiny("model.methods.relative_pe.decoder=false")
     assert all(type(layer.self_attn) is SelfAttention for layer in plain.decoder.layers)
 
 
 def test_step_by_step_decoding_equals_the_full_forward_pass():
     model = tiny("model.methods.relative_pe.clip=2").eval()
+    b = batch()
+    full = model(b).logits
+    state = model.init_state(model.encode(b))
+    steps = torch.stack([model.decode_step(b.tgt_in[:, t], state) for t in range(b.tgt_in.size(1))], dim=1)
+    assert torch.allclose(full, steps, atol=1e-5)
+
+
+def test_step_by_step_decoding_equals_the_full_forward_pass_with_reordering_decoder_layers():
+    model = tiny("model.methods.relative_pe.clip=2", "model.methods.reorder_emb.variant=decoder").eval()
     b = batch()
     full = model(b).logits
     state = model.init_state(model.encode(b))

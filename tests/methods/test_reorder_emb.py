@@ -9,8 +9,14 @@ from model_helpers import tiny, toy_batch
 from ordo.build import count_parameters
 from ordo.data.batch import Batch
 from ordo.errors import ConfigError
-from ordo.methods.reorder_emb import PositionalPenalty, ReorderingEncoderLayer, ReorderingStep
+from ordo.methods.reorder_emb import (
+    PositionalPenalty,
+    ReorderingDecoderLayer,
+    ReorderingEncoderLayer,
+    ReorderingStep,
+)
 from ordo.models.embeddings import SinusoidalPositions, sinusoidal_table
+from ordo.models.transformer import TransformerDecoderLayer, TransformerEncoderLayer
 
 
 def batch():
@@ -58,11 +64,17 @@ def test_encoder_layer_takes_its_ffn_residual_from_the_attended_states():
     layer = model.encoder.layers[0]
     assert isinstance(layer, ReorderingEncoderLayer)
     x = torch.randn(2, 5, 64)
-    ctx = type("Ctx", (), {"attn_mask": None, "relations": None})()
+    ctx = type("Ctx", (), {"attn_mask": None})()
     h_bar = layer.attn_block.norm(x + layer.self_attn(x))
     c = layer.reorder.norm(h_bar + sinusoidal_table(6, 64)[1:6] * layer.reorder.penalty(x, h_bar))
     expected = layer.ffn_block.norm(h_bar + layer.ffn(c))
     assert torch.allclose(layer(x, ctx), expected, atol=1e-5)
+
+
+def test_reordering_layers_run_the_baseline_forward_with_the_step_as_a_hook():
+    assert ReorderingEncoderLayer.forward is TransformerEncoderLayer.forward
+    assert ReorderingEncoderLayer.sublayers is TransformerEncoderLayer.sublayers
+    assert ReorderingDecoderLayer.forward is TransformerDecoderLayer.forward
 
 
 def test_variants_replace_the_right_layers_and_add_three_d_squared_per_layer():

@@ -32,12 +32,11 @@ class NormRecordingLayer(TransformerEncoderLayer):
         return x
 
 
-class RelativeIds(torch.nn.Module):
+class RelativeIds:
     def __init__(self, clip):
-        super().__init__()
         self.clip = clip
 
-    def forward(self, batch):
+    def __call__(self, batch):
         positions = torch.arange(batch.src_tokens.size(1))
         return ((positions[None, :] - positions[:, None]).clamp(-self.clip, self.clip) + self.clip).unsqueeze(0)
 
@@ -49,11 +48,10 @@ def toy_apply(slots, cfg):
 def toy_relations_apply(slots, cfg):
     def attention(side, index):
         if side == "encoder":
-            return RelationSelfAttention(slots.cfg.d_model, slots.cfg.heads, 2 * cfg.clip + 1)
+            return RelationSelfAttention(slots.cfg.d_model, slots.cfg.heads, 2 * cfg.clip + 1, RelativeIds(cfg.clip))
         return slots.default_self_attention(side, index)
 
     slots.claim("self_attention", "toy_rel", attention)
-    slots.claim("relations", "toy_rel", lambda: RelativeIds(cfg.clip))
 
 
 def toy_conflict_apply(slots, cfg):
@@ -82,7 +80,7 @@ def test_method_switched_on_by_set_fills_slot_and_declares_loss(toy_methods):
     assert out.extras["toy_norm"].shape == (2, 5)
 
 
-def test_relation_slot_feeds_relation_attention(toy_methods):
+def test_relation_attention_reads_its_ids_through_the_encoder_context(toy_methods):
     cfg = load_config(None, ["model.preset=tiny", "model.methods.toy_rel.clip=1"]).model
     model = build_model(cfg, 30, 30).model
     assert all(isinstance(layer.self_attn, RelationSelfAttention) for layer in model.encoder.layers)
@@ -107,6 +105,22 @@ def test_unknown_method_and_unknown_option(toy_methods):
 def test_share_all_needs_joint_vocab():
     with pytest.raises(ConfigError, match="joint vocabulary"):
         build_model(load_config(None, ["model.preset=tiny"]).model, 30, 40, joint_vocab=False)
+
+
+def test_method_layers_and_models_override_hooks_not_the_baseline_forward():
+    """A method changes a step of a baseline layer or model through a hook; the forward exists once."""
+    import ordo.methods  # noqa: F401  (every method module)
+    from ordo.models.transformer import TransformerDecoderLayer, TransformerModel
+
+    def subclasses(cls):
+        return [cls, *(sub for direct in cls.__subclasses__() for sub in subclasses(direct))]
+
+    bases = (TransformerEncoderLayer, TransformerDecoderLayer, TransformerModel)
+    method_classes = [cls for base in bases for cls in subclasses(base) if cls.__module__.startswith("ordo.methods")]
+    assert {cls.__name__ for cls in method_classes} >= {"ReorderingEncoderLayer", "ReorderingDecoderLayer",
+                                                       "FutureCostModel"}
+    for cls in method_classes:
+        assert not {"forward", "sublayers", "decode_step"} & set(vars(cls)), cls
 
 
 def test_baseline_imports_no_method_module():

@@ -1,5 +1,9 @@
 """Baseline Transformer: shapes, masking, incremental decoding equals a full pass, Shaw attention."""
 
+import dataclasses
+import inspect
+from types import SimpleNamespace
+
 import pytest
 import torch
 
@@ -7,6 +11,7 @@ from ordo.build import build_model, count_parameters
 from ordo.config import load_config
 from ordo.data.batch import Batch
 from ordo.models.attention import (
+    CrossAttention,
     RelationSelfAttention,
     SelfAttention,
     key_padding_to_attn_mask,
@@ -71,12 +76,49 @@ def test_shared_embeddings_counted_once():
     assert separate - shared == 2 * 1000 * 64
 
 
+def test_the_baseline_has_no_relation_parameters_arguments_or_hooks():
+    """Relation ids belong to methods (relative_pe, lattice_attn), whose attention reads them from the encoder
+    context: a baseline model has no relation parameters, and its classes take no ``relations`` argument."""
+    from ordo.models.slots import Slots
+    from ordo.models.transformer import (
+        EncoderContext,
+        TransformerDecoder,
+        TransformerDecoderLayer,
+        TransformerEncoder,
+        TransformerEncoderLayer,
+        TransformerModel,
+    )
+
+    model = tiny_model()
+    assert not [name for name, _ in model.named_parameters() if "rel" in name]
+    assert not [module for module in model.modules() if isinstance(module, RelationSelfAttention)]
+    signatures = [SelfAttention.forward, CrossAttention.forward, EncoderContext, TransformerEncoderLayer.forward,
+                  TransformerEncoderLayer.sublayers, TransformerDecoderLayer.forward, TransformerEncoder,
+                  TransformerEncoder.forward, TransformerDecoder.forward, TransformerModel.forward]
+    for function in signatures:
+        assert not [name for name in inspect.signature(function).parameters if "relation" in name], function
+    objects = [model.encoder, model.encoder.layers[0], model.decoder.layers[0], model.encoder.layers[0].self_attn]
+    assert not [name for thing in objects for name in dir(thing) if "relation" in name]
+    assert not [f.name for cls in (EncoderContext, Slots) for f in dataclasses.fields(cls) if "relation" in f.name]
+
+
+def relations_field(batch):
+    """The relation ids a test batch carries (a method makes them from the batch)."""
+    return batch.fields["relations"]
+
+
+def context_with(relations):
+    """A stand-in for the encoder's context, whose batch carries ``relations``."""
+    batch = SimpleNamespace(fields={"relations": relations})
+    return SimpleNamespace(per_batch=lambda make: make(batch))
+
+
 def test_relation_attention_equals_hand_computation_and_plain_when_zero():
     torch.manual_seed(0)
-    attn = RelationSelfAttention(dim=8, heads=2, num_relations=3).eval()
+    attn = RelationSelfAttention(dim=8, heads=2, num_relations=3, relations_of=relations_field).eval()
     x = torch.randn(1, 4, 8)
     relations = torch.randint(0, 3, (1, 4, 4))
-    out = attn(x, relations=relations)
+    out = attn(x, context=context_with(relations))
     q, k, v = attn.qkv(x).chunk(3, dim=-1)
     expected = []
     for h in range(2):
@@ -92,18 +134,18 @@ def test_relation_attention_equals_hand_computation_and_plain_when_zero():
         attn.rel_keys.weight.zero_()
         attn.rel_values.weight.zero_()
     mask = key_padding_to_attn_mask(torch.tensor([[False, False, False, True]]))
-    assert torch.allclose(attn(x, mask, relations=relations)[:, :3], plain(x, mask)[:, :3], atol=1e-5)
+    assert torch.allclose(attn(x, mask, context=context_with(relations))[:, :3], plain(x, mask)[:, :3], atol=1e-5)
 
 
 def test_relation_attention_with_padding_matches_hand_computation_in_value_and_gradient():
     torch.manual_seed(1)
-    attn = RelationSelfAttention(dim=8, heads=2, num_relations=4).train()
+    attn = RelationSelfAttention(dim=8, heads=2, num_relations=4, relations_of=relations_field).train()
     relations = torch.randint(0, 4, (2, 5, 5))
     pad = torch.tensor([[False] * 5, [False, False, False, True, True]])
     x = torch.randn(2, 5, 8, requires_grad=True)
     x_ref = x.detach().clone().requires_grad_(True)
     real = ~pad[:, :, None]  # padded query positions output zeros (rows are attended by length)
-    got = attn(x, key_padding_to_attn_mask(pad), relations=relations)
+    got = attn(x, key_padding_to_attn_mask(pad), context=context_with(relations))
     got.mul(real).pow(2).sum().backward()
     q, k, v = (t.view(2, 5, 2, 4).transpose(1, 2) for t in attn.qkv(x_ref).chunk(3, dim=-1))  # (B, H, T, Dh)
     ak, av = attn.rel_keys.weight[relations], attn.rel_values.weight[relations]  # (B, T, T, Dh)
@@ -132,7 +174,7 @@ def test_prefix_lengths_only_for_masks_that_pad_at_the_end():
 @pytest.mark.parametrize("relation_rows", [8, 1])  # per sentence (lattices) or shared (relative positions)
 def test_relation_attention_by_length_groups_equals_the_whole_padded_batch(relation_rows: int):
     torch.manual_seed(2)
-    attn = RelationSelfAttention(dim=8, heads=2, num_relations=4).eval()
+    attn = RelationSelfAttention(dim=8, heads=2, num_relations=4, relations_of=relations_field).eval()
     lengths = torch.tensor([2, 11, 5, 12, 7, 3, 12, 9])
     pad = torch.arange(12)[None, :] >= lengths[:, None]
     mask, real = key_padding_to_attn_mask(pad), ~pad[:, :, None]
@@ -143,7 +185,7 @@ def test_relation_attention_by_length_groups_equals_the_whole_padded_batch(relat
         x = torch.randn(8, 12, 8, generator=torch.Generator().manual_seed(3), requires_grad=True)
         attn.zero_grad()
         if grouped:
-            out = attn(x, mask, relations=relations)
+            out = attn(x, mask, context=context_with(relations))
         else:  # the ungrouped computation: Eq. 3-4 over the whole padded batch
             q, k, v = (split_heads(t, 2) for t in attn.qkv(x).chunk(3, dim=-1))
             out = attn.out(merge_heads(attn.attend(q * 0.5, k, v, relations, mask, causal=False)))
@@ -154,8 +196,8 @@ def test_relation_attention_by_length_groups_equals_the_whole_padded_batch(relat
 
 
 def test_relation_attention_gradients_reach_relation_tables():
-    attn = RelationSelfAttention(dim=8, heads=2, num_relations=5)
-    attn(torch.randn(2, 3, 8), relations=torch.randint(0, 5, (1, 3, 3))).sum().backward()
+    attn = RelationSelfAttention(dim=8, heads=2, num_relations=5, relations_of=relations_field)
+    attn(torch.randn(2, 3, 8), context=context_with(torch.randint(0, 5, (1, 3, 3)))).sum().backward()
     assert attn.rel_keys.weight.grad.abs().sum() > 0 and attn.rel_values.weight.grad.abs().sum() > 0
 
 
@@ -205,7 +247,7 @@ def spans_batch() -> Batch:
 
 @pytest.mark.parametrize("attention", list(ENCODER_ATTENTION))
 @pytest.mark.parametrize("norm", ["post", "pre"])
-def test_encoder_packing_real_tokens_gives_the_padded_results(norm: str, attention: str, monkeypatch):
+def test_encoder_packing_real_tokens_gives_the_padded_results(norm: str, attention: str):
     """Both encoder sublayers on the packed real tokens (projections, residuals, FFN) give the padded
     computation's states at the real positions, logits and encoder gradients."""
     from ordo.models.transformer import EncoderContext
@@ -214,10 +256,10 @@ def test_encoder_packing_real_tokens_gives_the_padded_results(norm: str, attenti
     real = ~batch.src_pad_mask[:, :, None]
     results = []
     for pack_below in (0.9, 0.0):  # packed, then the padded computation
-        monkeypatch.setattr(EncoderContext, "PACK_BELOW", pack_below)
-        packing = EncoderContext(batch.src_pad_mask, None, batch).packing  # 16 of 21 real: packed at 0.9
+        packing = EncoderContext(batch.src_pad_mask, None, batch, pack_below).packing  # 16 of 21 real: packed at 0.9
         assert (packing is not None and packing.real_tokens.numel() == 16) == (pack_below == 0.9)
         model = tiny_model(f"model.norm={norm}", *ENCODER_ATTENTION[attention])
+        model.encoder.pack_below = pack_below
         encoded = model.encode(batch)
         model(batch).logits.sum().backward()
         grads = [p.grad.clone() for p in model.encoder.parameters()]
