@@ -24,7 +24,7 @@ import yaml
 from torch import nn
 
 from ordo.build import BuiltModel, build_model, count_parameters
-from ordo.config import ExperimentConfig, build_config, save_config
+from ordo.config import ExperimentConfig, build_config, replace_checked, save_config
 from ordo.data.corpus import LATTICE_DIR, META_NAME, DataMeta, load_vocabs
 from ordo.data.lattice.corpus import LatticeEncoder
 from ordo.data.source import SourceEncoder, model_inputs
@@ -204,7 +204,7 @@ class LoadedRun:
         self, sentences: list[str], progress: bool = False, source: str = "input", **decode: Any
     ) -> list[list[Hypothesis]]:
         """N-best hypotheses (token ids) for each sentence; ``decode`` overrides DecodeConfig fields."""
-        cfg = dataclasses.replace(self.cfg.decode, **decode)
+        cfg = replace_checked(self.cfg.decode, "decode", **decode)
         rows, fields = self.encode_inputs(sentences, source)
         return translate_rows(self.model, rows, cfg, self.device, fields, progress=progress)
 

@@ -16,8 +16,6 @@ from ordo.models.rnn import BiGRUEncoder, ConditionalGRUDecoder, RNNSearchModel
 from ordo.models.slots import Slots
 from ordo.models.transformer import TransformerDecoder, TransformerEncoder
 
-FAMILIES = ("transformer", "rnn")
-
 
 @dataclass
 class BuiltModel:
@@ -29,12 +27,6 @@ class BuiltModel:
 
 
 def _check(cfg: ModelConfig, joint_vocab: bool) -> None:
-    if cfg.family not in FAMILIES:
-        raise ConfigError(f"model.family: unknown family {cfg.family!r} (choose from {', '.join(FAMILIES)})")
-    if cfg.norm not in ("post", "pre"):
-        raise ConfigError(f"model.norm: expected post or pre, got {cfg.norm!r}")
-    if cfg.share_embeddings not in ("all", "decoder", "none"):
-        raise ConfigError(f"model.share_embeddings: expected all, decoder or none, got {cfg.share_embeddings!r}")
     if cfg.share_embeddings == "all" and not joint_vocab:
         raise ConfigError("model.share_embeddings=all needs a joint vocabulary (prepare with joint_vocab: true)")
     for name in cfg.methods:

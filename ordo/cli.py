@@ -15,13 +15,16 @@ from ordo.errors import InputError, OrdoError
 
 
 def _add_prepare(sub: argparse._SubParsersAction) -> None:
+    from ordo.choices import choices
+    from ordo.data.prepare import PrepareConfig
+
     p = sub.add_parser("prepare", help="validate a parallel corpus, train SentencePiece, binarize")
     p.add_argument("config", nargs="?", help="YAML file with PrepareConfig keys (flags override it)")
     for flag in ("train-src", "train-tgt", "valid-src", "valid-tgt", "test-src", "test-tgt", "out", "src-lang", "tgt-lang"):
         p.add_argument(f"--{flag}")
     p.add_argument("--vocab-size", type=int)
     p.add_argument("--separate-vocab", action="store_true", help="one SentencePiece model per side")
-    p.add_argument("--model-type", choices=["unigram", "bpe"])
+    p.add_argument("--model-type", choices=choices(PrepareConfig, "model_type"))
     p.add_argument("--max-len", type=int, help="drop training pairs longer than this (pieces)")
     p.add_argument("--max-len-ratio", type=float, help="drop training pairs whose length ratio exceeds this")
     p.add_argument("--skip-empty", action="store_true", help="skip (and count) empty lines instead of failing")
@@ -31,15 +34,21 @@ def _add_prepare(sub: argparse._SubParsersAction) -> None:
 
 
 def _add_train(sub: argparse._SubParsersAction) -> None:
+    from ordo.choices import choices
+    from ordo.config import ModelConfig
+
     p = sub.add_parser("train", help="train a model (resumes when RUN_DIR holds checkpoints)")
     p.add_argument("config", nargs="?", help="YAML experiment config")
     p.add_argument("--data", help="directory written by `ordo prepare`")
-    p.add_argument("--preset", choices=["tiny", "small", "base", "big", "rnn-tiny", "rnn-small", "rnn-base"])
+    p.add_argument("--preset", choices=choices(ModelConfig, "preset"))
     p.add_argument("--out", required=True, help="run directory (checkpoints, log, config)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="e.g. train.lr=5e-4")
 
 
 def _add_translate(sub: argparse._SubParsersAction) -> None:
+    from ordo.choices import choices
+    from ordo.config import DecodeConfig
+
     p = sub.add_parser("translate", help="translate lines from --input (or stdin) to --output (or stdout)")
     p.add_argument("--model", required=True, help="run directory")
     p.add_argument("--checkpoint", default="best", help="best | last | averaged | a path")
@@ -56,7 +65,7 @@ def _add_translate(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--device", default="auto")
     p.add_argument("--int8", action="store_true",
                    help="dynamic int8 quantization of the projections (CPU only; faster, outputs may differ slightly)")
-    p.add_argument("--amp", choices=["off", "bf16", "fp16", "auto"],
+    p.add_argument("--amp", choices=choices(DecodeConfig, "amp"),
                    help="translate under autocast (bf16 on a GPU: faster, outputs may differ slightly); default: the "
                         "run's decode.amp (off unless set)")
 
@@ -209,16 +218,12 @@ def run_prepare(args: argparse.Namespace) -> None:
 def run_train(args: argparse.Namespace) -> None:
     """``ordo train``."""
     from ordo import api
-    from ordo.config import merge, parse_overrides
-    from ordo.data.textio import read_yaml
+    from ordo.config import load_raw
 
-    raw: dict[str, Any] = read_yaml(args.config) if args.config else {}
-    if args.data:
-        raw["data"] = args.data
+    flags = {"data": args.data} if args.data else {}
     if args.preset:
-        raw.setdefault("model", {})["preset"] = args.preset
-    raw = merge(raw, parse_overrides(args.set))
-    cfg = api.run_config(Path(args.out), raw)
+        flags["model"] = {"preset": args.preset}
+    cfg = api.run_config(Path(args.out), load_raw(args.config, args.set, flags))
     api.train(cfg, args.out)
 
 

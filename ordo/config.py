@@ -8,19 +8,22 @@ field has a default and a comment; the resolved config is written next to the mo
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import types
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 import yaml
 
+from ordo.choices import check_choices, did_you_mean
 from ordo.data.textio import atomic_write, read_yaml
 from ordo.errors import ConfigError
 
 SCHEMA_VERSION = 1
+
+Preset = Literal["tiny", "small", "base", "big", "rnn-tiny", "rnn-small", "rnn-base"]
+AmpMode = Literal["auto", "bf16", "fp16", "off"]  # mixed precision (ordo.precision)
 
 T = TypeVar("T")
 
@@ -29,8 +32,8 @@ T = TypeVar("T")
 class ModelConfig:
     """Architecture of the baseline and the methods switched on over it (SPEC §0)."""
 
-    preset: str = "small"  # tiny|small|base|big, rnn-tiny|rnn-small|rnn-base: fills the fields the config leaves out
-    family: str = "transformer"  # transformer | rnn (attention RNN, RNNsearch*)
+    preset: Preset = "small"  # fills the fields the config leaves out (PRESETS)
+    family: Literal["transformer", "rnn"] = "transformer"  # rnn: attention RNN, RNNsearch*
     d_model: int = 256  # model width d (family rnn: the GRU state width)
     embed_dim: int = 0  # family rnn: word embedding width (0: d_model)
     ffn_dim: int = 1024  # hidden width of the position-wise feed-forward network
@@ -40,10 +43,13 @@ class ModelConfig:
     dropout: float = 0.1  # dropout on sub-block outputs and embeddings
     attention_dropout: float = 0.0  # dropout on attention weights
     activation_dropout: float = 0.0  # dropout inside the feed-forward network
-    norm: str = "post"  # post (LN after the residual, as the papers' equations) | pre
-    share_embeddings: str = "all"  # all (source, target, output; needs a joint vocabulary) | decoder | none
+    norm: Literal["post", "pre"] = "post"  # post: LN after the residual, as the papers' equations
+    share_embeddings: Literal["all", "decoder", "none"] = "all"  # all: source, target, output (joint vocabulary)
     max_positions: int = 1024  # size of the sinusoidal position table
     methods: dict[str, dict[str, Any]] = field(default_factory=dict)  # method name -> its config section
+
+    def __post_init__(self) -> None:
+        check_choices(self, "model")
 
 
 @dataclass
@@ -52,7 +58,7 @@ class TrainConfig:
 
     seed: int = 1  # seeds model init, dropout and batch order
     max_tokens: int = 4096  # padded tokens per batch per process, counted on the side batch_by names
-    batch_by: str = "longer"  # longer: the longer side of each pair counts | target: the target side only
+    batch_by: Literal["longer", "target"] = "longer"  # which side of each pair counts: the longer, or the target
     target_bucket: int = 0  # batch_by target, N > 0: sort by source length within target buckets of N
     update_freq: int = 1  # gradient accumulation: batches per update
     max_steps: int = 0  # stop after this many updates (0: no limit)
@@ -71,15 +77,22 @@ class TrainConfig:
     valid_bleu: bool = True  # decode the dev set and report BLEU at each validation
     valid_beam: int = 1  # beam size for validation BLEU (1: greedy)
     valid_max_sentences: int = 0  # score BLEU on the first N dev sentences only (0: all)
-    best_metric: str = "bleu"  # bleu | loss: which dev figure selects the best checkpoint
+    best_metric: Literal["bleu", "loss"] = "bleu"  # which dev figure selects the best checkpoint
     patience: int = 0  # stop after this many validations without improvement (0: never)
     keep_last: int = 5  # keep the last N periodic checkpoints
     log_every: int = 100  # log training loss every N updates
-    amp: str = "auto"  # auto (bf16 on CUDA, off on CPU) | bf16 | fp16 | off
+    amp: AmpMode = "auto"  # auto: bf16 on CUDA, off on CPU
     device: str = "auto"  # auto | cpu | cuda | cuda:N
     threads: int = 0  # torch CPU threads (0: leave torch's default)
     progress: bool = True  # show a progress bar on stderr
     num_workers: int = 0  # DataLoader worker processes
+
+    def __post_init__(self) -> None:
+        check_choices(self, "train")
+        if self.target_bucket < 0 or (self.target_bucket and self.batch_by != "target"):
+            raise ConfigError(f"train.target_bucket: a width >= 1 with train.batch_by: target, or 0; "
+                              f"got {self.target_bucket} with batch_by {self.batch_by}")
+        _at_least(self, "train", max_tokens=1, update_freq=1, valid_every=1, keep_last=1, log_every=1, valid_beam=1)
 
 
 @dataclass
@@ -93,8 +106,14 @@ class DecodeConfig:
     min_len: int = 0  # no EOS before this many output tokens
     nbest: int = 1  # hypotheses written per sentence
     max_tokens: int = 6000  # source tokens per translation batch
-    amp: str = "off"  # off | bf16 | fp16 | auto (bf16 on CUDA): search under autocast, scores in float32;
+    amp: AmpMode = "off"  # auto: bf16 on CUDA; search under autocast, scores in float32;
     # the trainer's dev BLEU runs under train.amp when this is off
+
+    def __post_init__(self) -> None:
+        check_choices(self, "decode")
+        _at_least(self, "decode", beam_size=1, nbest=1, max_tokens=1, max_len_b=0, min_len=0)
+        if self.nbest > self.beam_size:
+            raise ConfigError(f"decode.nbest: {self.nbest} hypotheses from a beam of {self.beam_size}")
 
 
 @dataclass
@@ -128,9 +147,27 @@ def _join(where: str, key: str) -> str:
 
 
 def _unknown_key(key: str, known: list[str], where: str) -> ConfigError:
-    guess = difflib.get_close_matches(key, known, n=1)
-    hint = f" (did you mean {guess[0]}?)" if guess else f" (known keys: {', '.join(sorted(known))})"
+    hint = did_you_mean(key, known) or f" (known keys: {', '.join(sorted(known))})"
     return ConfigError(f"{_join(where, key)}: unknown key{hint}")
+
+
+def _at_least(config: Any, section: str, **minimum: int) -> None:
+    """Raise a ConfigError naming ``section.field`` for a numeric field under its minimum."""
+    for name, low in minimum.items():
+        if getattr(config, name) < low:
+            raise ConfigError(f"{section}.{name}: {getattr(config, name)} is below its minimum {low}")
+
+
+def replace_checked(config: T, where: str, **changes: Any) -> T:
+    """``dataclasses.replace`` of a settings dataclass, with every change checked as a config file's would be:
+    an unknown field (with the closest name) or a bad value is a ConfigError naming ``where.field``."""
+    names = [f.name for f in dataclasses.fields(config)]  # type: ignore[arg-type]
+    hints = typing.get_type_hints(type(config))
+    for key, value in changes.items():
+        if key not in names:
+            raise _unknown_key(key, names, where)
+        changes[key] = _coerce(value, hints[key], _join(where, key))
+    return dataclasses.replace(config, **changes)  # type: ignore[type-var]
 
 
 def _coerce(value: Any, hint: Any, where: str) -> Any:
@@ -141,6 +178,9 @@ def _coerce(value: Any, hint: Any, where: str) -> Any:
             return None
         hint = next(a for a in typing.get_args(hint) if a is not type(None))
         origin = typing.get_origin(hint)
+    if origin is typing.Literal and isinstance(value, bool):  # YAML 1.1 reads off/no/on/yes as booleans
+        spellings = ("on", "yes", "true") if value else ("off", "no", "false")
+        return next((s for s in spellings if s in typing.get_args(hint)), value)
     if dataclasses.is_dataclass(hint):
         return from_dict(hint, value, where)  # type: ignore[arg-type]
     if origin is tuple:
@@ -181,7 +221,11 @@ def from_dict(cls: type[T], data: Any, where: str = "") -> T:
         if key not in names:
             raise _unknown_key(str(key), names, where)
         kwargs[key] = _coerce(value, hints[key], _join(where, key))
-    return cls(**kwargs)
+    try:
+        return cls(**kwargs)
+    except ConfigError as err:  # a field's check in __post_init__: name the file too
+        source = where.partition(":")[0] if ":" in where else ""
+        raise ConfigError(f"{source}: {err}" if source else str(err)) from None
 
 
 def to_dict(config: Any) -> dict[str, Any]:
@@ -259,11 +303,17 @@ def build_config(raw: dict[str, Any], where: str = "config") -> ExperimentConfig
     return config
 
 
+def load_raw(path: str | Path | None = None, overrides: list[str] | None = None,
+             flags: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A YAML experiment config (optional), updated by ``flags`` (a nested mapping, e.g. a command line's
+    ``--data``), then by ``--set key=value`` overrides; not yet checked."""
+    raw = merge(read_yaml(path) if path else {}, flags or {})
+    return merge(raw, parse_overrides(overrides or []))
+
+
 def load_config(path: str | Path | None = None, overrides: list[str] | None = None) -> ExperimentConfig:
-    """Load a YAML experiment config (optional) and apply ``--set key=value`` overrides."""
-    raw = read_yaml(path) if path else {}
-    raw = merge(raw, parse_overrides(overrides or []))
-    return build_config(raw, str(path) if path else "--set")
+    """Load a YAML experiment config (optional) and apply ``--set key=value`` overrides, checked."""
+    return build_config(load_raw(path, overrides), str(path) if path else "--set")
 
 
 def save_config(config: ExperimentConfig, path: str | Path) -> None:

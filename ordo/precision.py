@@ -6,18 +6,14 @@ import contextlib
 
 import torch
 
-from ordo.errors import ConfigError
-
 AMP_DTYPES: dict[str, torch.dtype | None] = {"off": None, "bf16": torch.bfloat16, "fp16": torch.float16}
 
 
-def amp_dtype(mode: str, device: torch.device, where: str = "amp") -> torch.dtype | None:
-    """The autocast dtype of ``mode``: ``auto`` is bf16 on CUDA and none elsewhere; ``off`` is none.
-    An unknown mode is a ConfigError naming the setting ``where`` (e.g. ``train.amp``)."""
+def amp_dtype(mode: str, device: torch.device) -> torch.dtype | None:
+    """The autocast dtype of ``mode`` (a ``train.amp`` / ``decode.amp`` value, checked when the config was
+    built): ``auto`` is bf16 on CUDA and none elsewhere; ``off`` is none."""
     if mode == "auto":
         return torch.bfloat16 if device.type == "cuda" else None
-    if mode not in AMP_DTYPES:
-        raise ConfigError(f"{where}: unknown mode {mode!r} (choose from auto, {', '.join(AMP_DTYPES)})")
     return AMP_DTYPES[mode]
 
 

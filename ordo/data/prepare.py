@@ -30,22 +30,21 @@ from contextlib import ExitStack
 from dataclasses import dataclass, field
 from itertools import islice, zip_longest
 from pathlib import Path
+from typing import Literal
 
 from tqdm import tqdm
 
-from ordo.data.alignment.aligners import ALIGNERS
-from ordo.data.alignment.symmetrize import SYMMETRIZATIONS
+from ordo.choices import check_choices
 from ordo.data.corpus import LATTICE_DIR, META_NAME, DataMeta, TokenArrayWriter
 from ordo.data.lattice.corpus import LatticeConfig, LatticeEncoder, train_lattice_encoder
 from ordo.data.source import SourceEncoder
 from ordo.data.textio import atomic_write, iter_lines
-from ordo.data.vocab import MODEL_TYPES, TokenVocab, Vocab, train_sentencepiece
+from ordo.data.vocab import TokenVocab, Vocab, train_sentencepiece
 from ordo.errors import ConfigError, InputError
 
 logger = logging.getLogger("ordo.data.prepare")
 
 SPLITS = ("train", "valid", "test")
-EMPTY_LINE_MODES = ("error", "skip")
 CHUNK_LINES = 10_000  # lines encoded per SentencePiece batch
 
 
@@ -64,18 +63,21 @@ class PrepareConfig:
     tgt_lang: str = "tgt"  # target language code, recorded in data.yaml
     vocab_size: int = 8000  # SentencePiece pieces per model (an upper bound for tiny corpora)
     joint_vocab: bool = True  # one SentencePiece model for both sides; false: one per side
-    model_type: str = "unigram"  # SentencePiece algorithm: unigram or bpe
+    model_type: Literal["unigram", "bpe"] = "unigram"  # SentencePiece algorithm
     character_coverage: float = 1.0  # share of characters covered (e.g. 0.9995 for Japanese/Chinese)
     max_len: int = 250  # train pairs with a side longer than this many pieces are dropped; 0: no limit
     min_len: int = 1  # train pairs with a side shorter than this many pieces are dropped
     max_len_ratio: float = 3.0  # train pairs whose piece counts differ by more than this factor are dropped; 0: off
-    empty_lines: str = "error"  # an empty line is an error, or "skip" to drop its pair and count it
+    empty_lines: Literal["error", "skip"] = "error"  # an empty line is an error, or skip: drop its pair, count it
     spm_input_sentence_size: int = 2_000_000  # sentences sampled to train SentencePiece
     seed: int = 1  # seed of SentencePiece's sampling
     reorder_positions: bool = False  # align every split's pairs together, store target-order positions (paper 000)
-    aligner: str = "eflomal"  # word aligner for reorder_positions: eflomal | fast_align
-    symmetrization: str = "grow-diag-final-and"  # grow-diag-final-and | intersection | union
+    aligner: Literal["eflomal", "fast_align"] = "eflomal"  # word aligner for reorder_positions
+    symmetrization: Literal["grow-diag-final-and", "intersection", "union"] = "grow-diag-final-and"
     lattice: LatticeConfig = field(default_factory=LatticeConfig)  # source lattices of several segmentations (paper 002)
+
+    def __post_init__(self) -> None:
+        check_choices(self, "prepare")
 
 
 @dataclass
@@ -169,21 +171,12 @@ def check_config(cfg: PrepareConfig) -> None:
     for split in ("valid", "test"):
         if bool(getattr(cfg, f"{split}_src")) != bool(getattr(cfg, f"{split}_tgt")):
             raise ConfigError(f"prepare: give both {split}_src and {split}_tgt, or neither")
-    if cfg.model_type not in MODEL_TYPES:
-        raise ConfigError(f"prepare: model_type must be one of {', '.join(MODEL_TYPES)}, not {cfg.model_type!r}")
-    if cfg.empty_lines not in EMPTY_LINE_MODES:
-        raise ConfigError(f"prepare: empty_lines must be error or skip, not {cfg.empty_lines!r}")
     if cfg.vocab_size < 5:
         raise ConfigError(f"prepare: vocab_size {cfg.vocab_size} leaves no room beside the 4 special pieces")
     if not 0.0 < cfg.character_coverage <= 1.0:
         raise ConfigError(f"prepare: character_coverage must be in (0, 1], not {cfg.character_coverage}")
     if cfg.min_len < 0 or 0 < cfg.max_len < cfg.min_len:
         raise ConfigError(f"prepare: need 0 <= min_len <= max_len, got {cfg.min_len} and {cfg.max_len}")
-    if cfg.aligner not in ALIGNERS:
-        raise ConfigError(f"prepare: aligner must be one of {', '.join(ALIGNERS)}, not {cfg.aligner!r}")
-    if cfg.symmetrization not in SYMMETRIZATIONS:
-        raise ConfigError(f"prepare: symmetrization must be one of {', '.join(SYMMETRIZATIONS)}, "
-                          f"not {cfg.symmetrization!r}")
     if 0 < cfg.max_len_ratio < 1:
         raise ConfigError(f"prepare: max_len_ratio must be >= 1 (or 0 for no limit), not {cfg.max_len_ratio}")
     if cfg.lattice.enabled:

@@ -49,7 +49,7 @@ def translate_rows(
     lengths = np.array([len(r) for r in src_rows], dtype=np.int64)
     results: list[list[Hypothesis]] = [[] for _ in src_rows]
     batches = epoch_batches(lengths, None, decode.max_tokens, seed=0, epoch=0, shuffle=False)
-    dtype = amp_dtype(decode.amp, torch.device(device), "decode.amp")
+    dtype = amp_dtype(decode.amp, torch.device(device))
     if dtype is not None and is_int8(model):
         raise ConfigError(f"decode.amp {decode.amp}: an int8 model translates in float32 (drop --amp or --int8)")
     precision = autocast(dtype, torch.device(device))

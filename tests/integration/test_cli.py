@@ -5,6 +5,7 @@ import json
 
 import pytest
 
+from ordo import api
 from ordo.cli import main
 from ordo.data.textio import read_lines
 
@@ -119,3 +120,15 @@ def test_analyze_order_buckets_by_alignment_tau_and_checks_line_counts(tmp_path,
     (tmp_path / "short").write_text("0-0\n")
     assert main([*common, "--align", str(tmp_path / "short")]) != 0
     assert "1 lines of links for 3 test pairs" in capsys.readouterr().err
+
+
+def test_translate_with_beam_zero_is_refused_naming_the_setting(trained_run, tmp_path, capsys):
+    (tmp_path / "in.txt").write_text("a b c\n")
+    assert main(["translate", "--model", str(trained_run), "--checkpoint", "last", "--input",
+                 str(tmp_path / "in.txt"), "--output", str(tmp_path / "out.txt"), "--beam", "0"]) != 0
+    assert "decode.beam_size: 0 is below its minimum 1" in capsys.readouterr().err
+    assert not (tmp_path / "out.txt").exists()
+    from ordo.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="decode.beam_size"):
+        api.load_run(trained_run, "last").translate(["a b"], beam_size=0)

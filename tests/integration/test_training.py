@@ -151,7 +151,7 @@ def test_target_bucket_needs_batch_by_target(small_data, tmp_path):
 
 
 def test_unknown_batch_by_is_a_config_error(small_data, tmp_path):
-    with pytest.raises(ConfigError, match="train.batch_by: expected one of longer, target, got 'source'"):
+    with pytest.raises(ConfigError, match="train.batch_by: 'source' is not one of longer, target"):
         make_trainer(small_data, tmp_path, "train.batch_by=source")
 
 

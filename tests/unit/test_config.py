@@ -2,7 +2,16 @@
 
 import pytest
 
-from ordo.config import ExperimentConfig, build_config, load_config, parse_overrides, save_config
+from ordo.config import (
+    DecodeConfig,
+    ExperimentConfig,
+    ModelConfig,
+    TrainConfig,
+    build_config,
+    load_config,
+    parse_overrides,
+    save_config,
+)
 from ordo.data.textio import read_yaml
 from ordo.errors import ConfigError
 
@@ -55,3 +64,34 @@ def test_saved_config_round_trips(tmp_path):
 def test_newer_schema_rejected():
     with pytest.raises(ConfigError, match="newer"):
         build_config({"schema_version": 999})
+
+
+def test_a_choice_typo_is_refused_with_the_closest_value_and_the_file(tmp_path):
+    path = tmp_path / "run.yaml"
+    path.write_text("train:\n  best_metric: lose\n")
+    with pytest.raises(ConfigError, match=r"run.yaml: train.best_metric: 'lose' is not one of bleu, loss \(did you mean loss\?\)"):
+        load_config(path)
+
+
+@pytest.mark.parametrize(("cls", "section"), [(ModelConfig, "model"), (TrainConfig, "train"), (DecodeConfig, "decode")])
+def test_every_value_of_every_choice_field_is_accepted(cls, section):
+    from ordo.choices import literal_fields
+
+    for name, options in literal_fields(cls).items():
+        for option in options:
+            assert getattr(getattr(load_config(None, [f"{section}.{name}={option}"]), section), name) == option
+
+
+def test_changed_decode_settings_are_checked_like_a_config_file():
+    from ordo.config import replace_checked
+
+    decode = DecodeConfig()
+    assert replace_checked(decode, "decode", beam_size=2).beam_size == 2
+    with pytest.raises(ConfigError, match="decode.beam_size: 0 is below its minimum 1"):
+        replace_checked(decode, "decode", beam_size=0)
+    with pytest.raises(ConfigError, match=r"decode.beam: unknown key \(did you mean beam_size\?\)"):
+        replace_checked(decode, "decode", beam=3)
+    with pytest.raises(ConfigError, match="decode.amp: 'bf8' is not one of"):
+        replace_checked(decode, "decode", amp="bf8")
+    with pytest.raises(ConfigError, match="decode.nbest: 3 hypotheses from a beam of 2"):
+        replace_checked(decode, "decode", beam_size=2, nbest=3)
