@@ -5,7 +5,7 @@ Each run translates the test set twice in one process, float32 then int8 (dynami
 against float32, the share of identical outputs, and sentences/s of both with their ratio.
 
 usage: python bench/int8_quality.py --src TEST.src --ref TEST.ref [--tokenized] [--checkpoint averaged]
-           [--out bench/int8_quality.md] NAME=RUN_DIR [NAME=RUN_DIR ...]
+           [--out bench/results/int8_quality.md] NAME=RUN_DIR [NAME=RUN_DIR ...]
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ def main() -> None:
     parser.add_argument("--tokenized", action="store_true", help="multi-bleu.perl BLEU on pre-tokenized text")
     parser.add_argument("--checkpoint", default="averaged")
     parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--out", type=Path, default=Path(__file__).parent / "int8_quality.md")
+    parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "int8_quality.md")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     sources, refs = read_lines(args.src), read_lines(args.ref)

@@ -13,7 +13,7 @@ strings, at three sizes; batches hold about 3,000 edges (the training configs' t
 the median over rounds of the time to collate a batch with its relation ids (the token collation is the same
 in both), and the bytes stored per sentence.
 
-usage: python bench/lattice_relations.py [--threads 2] [--rounds 20] [--out bench/lattice_relations.md]
+usage: python bench/lattice_relations.py [--threads 2] [--rounds 20] [--out bench/results/lattice_relations.md]
 """
 
 from __future__ import annotations
@@ -151,7 +151,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--rounds", type=int, default=20)
-    parser.add_argument("--out", type=Path, default=Path(__file__).with_name("lattice_relations.md"))
+    parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "lattice_relations.md")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     rows = [measure(name, chars, lengths, args.rounds) for name, (chars, lengths) in SHAPES.items()]

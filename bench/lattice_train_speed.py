@@ -17,7 +17,7 @@ interleaved.
 
 usage: python bench/lattice_train_speed.py --suite zhen_lattice --work work/zhenlattice
            [--systems onebest_jieba,lattice,lattice_lsa,lattice_lpe_lsa] [--rounds 5] [--updates 20]
-           [--pack-below 0,0.9] [--set KEY=VALUE ...] [--out bench/lattice_train_speed.md]
+           [--pack-below 0,0.9] [--set KEY=VALUE ...] [--out bench/results/lattice_train_speed.md]
 """
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ def parse_args() -> argparse.Namespace:
                         help="override for every system (e.g. model.d_model=128)")
     parser.add_argument("--pack-below", default=str(PACK_BELOW),
                         help="comma-separated TransformerEncoder.pack_below values; each system runs with each")
-    parser.add_argument("--out", type=Path, default=ROOT / "bench" / "lattice_train_speed.md")
+    parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "lattice_train_speed.md")
     return parser.parse_args()
 
 

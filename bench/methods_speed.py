@@ -9,10 +9,10 @@ where the model allows), then 30 decode steps over 800 rows with a beam reorder 
 interleaved rounds and the median is kept, so drift on the machine affects all of them alike.
 
 Ratios are against the first system named: run the Transformer methods and the RNN ones separately, e.g.
-``--systems rnnsearch,rnn_s_distortion,rnn_t_distortion,rnn_h_distortion --out bench/rnn_speed.md``.
+``--systems rnnsearch,rnn_s_distortion,rnn_t_distortion,rnn_h_distortion --out bench/results/rnn_speed.md``.
 Systems named ``lattice*`` (paper 002) train and decode on lattice sources of about 1.8 times the baseline's
 edges with the same targets: ``--systems baseline,lattice,lattice_lpe,lattice_lsa,lattice_lpe_lsa
---out bench/lattice_speed.md`` gives their cost against the 1-best baseline in target tokens/s.
+--out bench/results/lattice_speed.md`` gives their cost against the 1-best baseline in target tokens/s.
 
 usage: python bench/methods_speed.py [--rounds 5] [--steps 3] [--systems baseline,future_cost_2,...] [--out F]
 """
@@ -150,7 +150,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=3, help="training steps per timing")
     parser.add_argument("--systems", default=",".join(TRANSFORMER_SYSTEMS))
     parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--out", type=Path, default=Path(__file__).parent / "methods_speed.md")
+    parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "methods_speed.md")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     names = args.systems.split(",")

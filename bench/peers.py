@@ -15,7 +15,7 @@ latter running ordo's own weights through ``ordo export --format ctranslate2`` (
 Every measurement runs in its own process (clean peak memory); they run one after the other, in ``--rounds``
 rounds (default 3), and the report keeps each figure's median.
 
-usage: python bench/peers.py [--rounds 3] [--out bench/peers.md]     the last line printed reads ``train xA beam5 xB xC``
+usage: python bench/peers.py [--rounds 3] [--out bench/results/peers.md]     the last line printed reads ``train xA beam5 xB xC``
 (B and C from ordo's fastest beam-5 path, int8, as the speed issue allows; the line before gives float32's)
 """
 
@@ -228,7 +228,7 @@ def run_one(name: str) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--one", choices=list(MEASUREMENTS), help=argparse.SUPPRESS)
-    parser.add_argument("--out", type=Path, default=Path(__file__).parent / "peers.md")
+    parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "peers.md")
     parser.add_argument("--rounds", type=int, default=3,
                         help="run every measurement this many times, in turn, and keep the medians (drift on a shared "
                              "host then hits ordo and the peers alike)")

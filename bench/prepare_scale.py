@@ -8,7 +8,7 @@ The prepared token arrays are memory-mapped, so the loader's memory is the per-p
 sizes, a few bytes per pair), not the corpus: the table shows how much it grows from the smaller corpus to
 the larger one.
 
-usage: python bench/prepare_scale.py [--sizes 100000,1000000] [--work DIR] [--out bench/prepare_scale.md]
+usage: python bench/prepare_scale.py [--sizes 100000,1000000] [--work DIR] [--out bench/results/prepare_scale.md]
 """
 
 from __future__ import annotations
@@ -86,7 +86,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", default="100000,1000000", help="comma-separated corpus sizes (pairs)")
     parser.add_argument("--work", type=Path, default=ROOT / "work" / "prepare_scale")
-    parser.add_argument("--out", type=Path, default=ROOT / "bench" / "prepare_scale.md")
+    parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "prepare_scale.md")
     parser.add_argument("--loader", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.loader:
