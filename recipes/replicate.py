@@ -31,6 +31,7 @@ from compare import RECIPES, ROOT, data_folder, prepare, system_entry, train
 
 from ordo import api
 from ordo.analysis.systems import training_figures
+from ordo.analysis.tables import markdown_table
 from ordo.build import count_parameters
 from ordo.cli import main as ordo
 from ordo.data.textio import atomic_write, read_lines, read_yaml
@@ -220,7 +221,7 @@ def write_tables(args: argparse.Namespace) -> None:
     header = ["paper", "claim (paper's setting)", "corpus", "comparison", "BLEU by seed", "train min (system / base)",
               "gain: mean (per seed)", "baseline seed sd", "bootstrap p (pooled seeds)", "verdict"]
     rows = [claim_row(claim, args.hyps, args.data_root) for claim in claims]
-    table = "\n".join("| " + " | ".join(row) + " |" for row in [header, ["---"] * len(header), *rows]) + "\n"
+    table = markdown_table(header, rows)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     with atomic_write(args.out) as handle:
         handle.write(table)
