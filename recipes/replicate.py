@@ -36,6 +36,7 @@ from ordo.build import count_parameters
 from ordo.cli import main as ordo
 from ordo.data.textio import atomic_write, read_lines, read_yaml
 from ordo.evaluation.bleu import corpus_scores, multi_bleu
+from ordo.evaluation.order import corpus_ribes, ribes_tokens
 from ordo.evaluation.significance import two_sided_bootstrap_p
 from ordo.training.checkpoint import load_checkpoint
 
@@ -181,6 +182,14 @@ def mean_minutes(folder: Path, system: str) -> float | None:
     return statistics.fmean(minutes) if minutes else None
 
 
+def mean_ribes(runs: dict[int, list[str]], refs: list[str], tokenized: bool) -> float | None:
+    """RIBES x100 (:mod:`ordo.evaluation.order`) averaged over the seeds in ``runs``, None if there are none."""
+    if not runs:
+        return None
+    ref_tokens = ribes_tokens(refs, tokenized)
+    return 100 * statistics.fmean(corpus_ribes(ribes_tokens(hyps, tokenized), ref_tokens) for hyps in runs.values())
+
+
 def suite_of(corpus: str) -> dict:
     """The suite.yaml of the verdict suite (``recipes/*_verdict``) of ``corpus``."""
     for path in sorted(RECIPES.glob("*_verdict/suite.yaml")):
@@ -202,8 +211,11 @@ def claim_row(claim: dict, hyps_root: Path, data_root: Path) -> list[str]:
               for name, runs in (("base", base), ("system", system))}
     listed = ", ".join(f"{scores['system'][s]:.2f}" for s in sorted(system)) or "-"
     minutes = [mean_minutes(hyps_root / claim["corpus"], claim[side]) for side in ("system", "baseline")]
+    tokenized = bool(spec.get("tokenized"))
+    ribes = [mean_ribes(runs, refs, tokenized) for runs in (system, base)]
     cells = [claim["paper"], claim["claim"], claim["corpus"], f"{claim['system']} vs {claim['baseline']}", listed,
-             " / ".join("-" if m is None else f"{m:.0f}" for m in minutes)]
+             " / ".join("-" if m is None else f"{m:.0f}" for m in minutes),
+             " / ".join("-" if r is None else f"{r:.2f}" for r in ribes)]
     if len(base) < 2 or len(common) < 2:
         return [*cells, "-", "-", "-", f"pending ({len(base)} baseline, {len(system)} system seeds)"]
     gains = [scores["system"][s] - scores["base"][s] for s in common]
@@ -219,6 +231,7 @@ def write_tables(args: argparse.Namespace) -> None:
     """The verdicts table of every claim in recipes/verdicts.yaml, printed and written to ``args.out``."""
     claims = yaml.safe_load((RECIPES / "verdicts.yaml").read_text(encoding="utf-8"))
     header = ["paper", "claim (paper's setting)", "corpus", "comparison", "BLEU by seed", "train min (system / base)",
+              "RIBES (system / base)",
               "gain: mean (per seed)", "baseline seed sd", "bootstrap p (pooled seeds)", "verdict"]
     rows = [claim_row(claim, args.hyps, args.data_root) for claim in claims]
     table = markdown_table(header, rows)

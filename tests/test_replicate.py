@@ -53,8 +53,10 @@ def test_a_row_is_rebuilt_from_the_hypothesis_files_alone(tmp_path):
     row = replicate.claim_row(claim, tmp_path / "hyps", tmp_path / "data")
     assert row[4] == "100.00, 100.00" and row[-1] == "confirmed"
     assert row[5] == "- / -"  # no settings files written here
-    assert float(row[8]) < 0.01  # bootstrap over 88 pooled sentences
-    gains = [float(g) for g in row[6].split("(")[1].rstrip(")").split(", ")]
+    system_ribes, base_ribes = (float(r) for r in row[6].split(" / "))
+    assert system_ribes == pytest.approx(100.0) and base_ribes < 100.0
+    assert float(row[9]) < 0.01  # bootstrap over 88 pooled sentences
+    gains = [float(g) for g in row[7].split("(")[1].rstrip(")").split(", ")]
     assert len(gains) == 2 and gains[0] < gains[1]  # seed 2's baseline dropped more words
 
 
