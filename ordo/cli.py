@@ -134,6 +134,9 @@ def _add_analyze(sub: argparse._SubParsersAction) -> None:
                        help="Pharaoh links of --src/--ref (ordo align on train+test, or a prepared test.align)")
     order.add_argument("--hyp", action="append", required=True, metavar="NAME=FILE", help="a system's output")
     order.add_argument("--edges", help="bucket upper edges of tau, e.g. --edges=-0.2,0.5 (default: terciles)")
+    order.add_argument("--hyp-align", action="append", default=[], metavar="NAME=FILE",
+                       help="links of --src to system NAME's output (ordo align --model RUN --src S --tgt HYP): "
+                            "how much each system reorders against the reference (order_tau.md)")
     attention = kinds.add_parser("attention", parents=[common],
                                  help="PNG of one sentence's attention matrix per run (paper 003, Figures 1, 4)")
     attention.add_argument("--run", action="append", required=True, metavar="NAME=RUN_DIR")
@@ -347,15 +350,17 @@ def run_analyze(args: argparse.Namespace) -> None:
     sources, refs = read_hyp_ref(args.src, args.ref)
     out = Path(args.out)
     if args.analysis == "order":
-        from ordo.data.alignment.links import read_links
         from ordo.evaluation.order import alignment_tau
 
-        taus = [alignment_tau(sorted(links.sure)) for links in read_links(args.align)]
-        if len(taus) != len(refs):
-            raise InputError(f"{args.align}: {len(taus)} lines of links for {len(refs)} test pairs in {args.ref}")
+        alignments = [("reference", _read_test_links(Path(args.align), len(refs), args.ref))]
+        alignments += [(name, _read_test_links(path, len(refs), args.ref)) for name, path
+                       in _named(args.hyp_align, "--hyp-align")]
+        taus = [alignment_tau(links) for links in alignments[0][1]]
         edges = [float(e) for e in args.edges.split(",")] if args.edges else None
         systems = [(name, read_hyp_ref(path, args.ref)[0]) for name, path in _named(args.hyp, "--hyp")]
         print(report.order_report(systems, refs, taus, out, args.tokenized_bleu, edges))
+        if args.hyp_align:
+            print(report.order_tau_report(alignments, out))
         return
     if args.analysis == "length":
         bounds = [int(b) for b in args.bounds.split(",")] if args.bounds else None
@@ -376,6 +381,16 @@ def run_analyze(args: argparse.Namespace) -> None:
         fractions = [p / 100 for p in range(0, 101, args.step)]
         print(report.robustness_report(runs, sources, refs, out, fractions, args.seed, args.checkpoint,
                                        args.tokenized_bleu, args.device, **decode))
+
+
+def _read_test_links(path: Path, pairs: int, ref: str) -> list[list[tuple[int, int]]]:
+    """The sure links of every line of a Pharaoh file that must have one line per test pair of ``ref``."""
+    from ordo.data.alignment.links import read_links
+
+    links = [sorted(sentence.sure) for sentence in read_links(path)]
+    if len(links) != pairs:
+        raise InputError(f"{path}: {len(links)} lines of links for {pairs} test pairs in {ref}")
+    return links
 
 
 def run_align(args: argparse.Namespace) -> None:

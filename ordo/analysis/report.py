@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -12,7 +13,13 @@ from ordo.analysis.tables import Cell, markdown_table, write_tables
 from ordo.api import load_run
 from ordo.data.textio import atomic_write
 from ordo.evaluation.bleu import corpus_scores
-from ordo.evaluation.order import corpus_ribes, difficulty_buckets, ribes_tokens
+from ordo.evaluation.order import (
+    alignment_tau,
+    corpus_ribes,
+    difficulty_buckets,
+    fuzzy_reordering,
+    ribes_tokens,
+)
 from ordo.evaluation.significance import two_sided_bootstrap_p
 
 
@@ -148,3 +155,17 @@ def order_report(
               out / "order.png", "BLEU by reordering difficulty")
     headers = ["system", "bucket", "sentences", "BLEU", "chrF", "RIBES", "BLEU vs first", "bootstrap p"]
     return write_tables(out / "order", headers, rows)
+
+
+def order_tau_report(alignments: Sequence[tuple[str, Sequence[Sequence[tuple[int, int]]]]], out: Path) -> str:
+    """``out/order_tau.{md,tsv}``: how much each output reorders its source, from each (source, output)
+    alignment (the reference's first, then the systems' own, e.g. from ``ordo align --model``): mean and
+    median Kendall τ, the share of monotone pairs (τ = 1) and the mean fuzzy reordering score."""
+    rows: list[list[Cell]] = []
+    for name, links in alignments:
+        taus = [alignment_tau(pair) for pair in links]
+        rows.append([name, len(taus), statistics.fmean(taus), statistics.median(taus),
+                     100 * sum(tau == 1.0 for tau in taus) / len(taus),
+                     statistics.fmean(fuzzy_reordering(pair) for pair in links)])
+    headers = ["output", "pairs", "mean τ", "median τ", "monotone %", "mean fuzzy reordering"]
+    return write_tables(out / "order_tau", headers, rows)
