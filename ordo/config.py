@@ -224,8 +224,8 @@ def from_dict(cls: type[T], data: Any, where: str = "") -> T:
     try:
         return cls(**kwargs)
     except ConfigError as err:  # a field's check in __post_init__: name the file too
-        source = where.partition(":")[0] if ":" in where else ""
-        raise ConfigError(f"{source}: {err}" if source else str(err)) from None
+        source = where.partition(":")[0]
+        raise ConfigError(f"{source}: {err}" if source and not str(err).startswith(source) else str(err)) from None
 
 
 def to_dict(config: Any) -> dict[str, Any]:

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from ordo.config import from_dict
 from ordo.data.corpus import DataMeta, ParallelData, load_vocabs, write_field
 from ordo.data.prepare import PrepareConfig, length_problem, prepare
 from ordo.data.textio import read_lines
@@ -209,3 +210,13 @@ def test_small_parallel_enja_first_2000_lines(tmp_path):
     # SentencePiece applies NFKC (full-width digits become ASCII); kanji outside the coverage become ⁇
     for decoded_text, raw in zip(targets, raw_targets):
         assert decoded_text == unicodedata.normalize("NFKC", raw) or "\u2047" in decoded_text
+
+
+def test_a_prepare_choice_typo_names_the_file_and_the_closest_value(tmp_path):
+    from ordo.cli import main
+
+    config = tmp_path / "prep.yaml"
+    config.write_text("model_type: bep\n")
+    with pytest.raises(ConfigError, match=r"prep.yaml: prepare.model_type: 'bep' is not one of unigram, bpe \(did you mean bpe\?\)"):
+        from_dict(PrepareConfig, {"model_type": "bep"}, str(config))
+    assert main(["prepare", str(config), "--out", str(tmp_path / "d"), "--train-src", "x", "--train-tgt", "y"]) != 0
