@@ -14,6 +14,7 @@ import logging
 import os
 import shutil
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
@@ -22,12 +23,13 @@ import numpy as np
 import torch
 import yaml
 from torch import nn
+from tqdm import tqdm
 
 from ordo.build import BuiltModel, build_model, count_parameters
 from ordo.config import ExperimentConfig, build_config, replace_checked, save_config
 from ordo.data.corpus import LATTICE_DIR, META_NAME, DataMeta, load_vocabs
 from ordo.data.lattice.corpus import LatticeEncoder
-from ordo.data.source import SourceEncoder, model_inputs
+from ordo.data.source import LongLines, SourceEncoder, model_inputs
 from ordo.data.textio import atomic_write, read_yaml
 from ordo.data.vocab import TokenVocab, Vocab, load_vocab
 from ordo.decoding.search import Hypothesis
@@ -78,22 +80,23 @@ def setup_logging(log_file: Path | None = None, level: int = logging.INFO) -> No
         root.addHandler(file_handler)
 
 
-def run_config(run_dir: Path, raw: dict[str, Any]) -> ExperimentConfig:
-    """The config of a run: the saved ``config.yaml`` (when resuming) updated by ``raw``, validated.
+def run_config(run_dir: Path, raw: dict[str, Any], where: str = "config") -> ExperimentConfig:
+    """The config of a run: the saved ``config.yaml`` (when resuming) updated by ``raw``, validated; errors
+    name ``where`` (what ``raw`` was read from, e.g. ``exp.yaml + --set``).
 
     The model section of a run cannot change once training started.
     """
     saved_path = run_dir / "config.yaml"
     if not saved_path.exists():
-        return build_config(raw, "config")
+        return build_config(raw, where)
     saved = read_yaml(saved_path)
     saved_model = build_config(saved, str(saved_path)).model
     merged = {**saved, **{k: v for k, v in raw.items() if k != "model"}}
     for section in ("train", "decode"):
         merged[section] = {**saved.get(section, {}), **raw.get(section, {})}
-    cfg = build_config(merged, str(saved_path))
+    cfg = build_config(merged, f"{where} over {saved_path}")
     if raw.get("model"):
-        requested = build_config({"model": raw["model"]}, "config").model
+        requested = build_config({"model": raw["model"]}, where).model
         if requested != saved_model:
             raise ConfigError(f"{saved_path}: the run was started with a different model section; use a new run dir")
     return cfg
@@ -193,25 +196,34 @@ class LoadedRun:
         return self.encode_inputs(sentences, source)[0]
 
     def encode_inputs(
-        self, sentences: list[str], source: str = "input"
+        self, sentences: list[str], source: str = "input", long_lines: LongLines = "error", first_line: int = 1
     ) -> tuple[list[np.ndarray], dict[str, list[np.ndarray]]]:
         """Source token rows and per-token fields (a lattice run's spans, SPEC §3); a sentence (or lattice) over
-        ``model.max_positions - 1`` pieces (edges) is an error naming ``source`` and its (1-based) line."""
+        ``model.max_positions - 1`` pieces (edges) is an error naming ``source`` and its line, or with
+        ``long_lines="truncate"`` is cut to that limit with a warning (:func:`ordo.data.source.model_inputs`)."""
         encoder = SourceEncoder(self.src_vocab, self.lattice)
-        return model_inputs(encoder, sentences, source, self.cfg.model.max_positions - 1)
+        return model_inputs(encoder, sentences, source, self.cfg.model.max_positions - 1, long_lines, first_line)
 
     def translate_hypotheses(
-        self, sentences: list[str], progress: bool = False, source: str = "input", **decode: Any
+        self, sentences: list[str], progress: bool | Callable[[int], object] = False, source: str = "input",
+        first_line: int = 1, **decode: Any
     ) -> list[list[Hypothesis]]:
-        """N-best hypotheses (token ids) for each sentence; ``decode`` overrides DecodeConfig fields."""
+        """N-best hypotheses (token ids) for each sentence; ``decode`` overrides DecodeConfig fields.
+
+        A blank sentence gets one empty hypothesis; one over the model's length is cut, or refused with
+        ``long_lines="error"`` (``source`` and ``first_line`` name it). ``progress``: a progress bar on stderr,
+        or a function called with the number of sentences done after each batch.
+        """
         cfg = replace_checked(self.cfg.decode, "decode", **decode)
-        rows, fields = self.encode_inputs(sentences, source)
-        return translate_rows(self.model, rows, cfg, self.device, fields, progress=progress)
+        rows, fields = self.encode_inputs(sentences, source, cfg.long_lines, first_line)
+        if not callable(progress):
+            with tqdm(total=len(rows), disable=not progress, unit="sent", leave=False) as bar:
+                return translate_rows(self.model, rows, cfg, self.device, fields, bar.update)
+        return translate_rows(self.model, rows, cfg, self.device, fields, progress)
 
     def translate(self, sentences: list[str], **decode: Any) -> list[str]:
-        """Detokenized best translation of each sentence (an empty input line gives an empty output)."""
-        hyps = self.translate_hypotheses(sentences, **decode)
-        return [self.tgt_vocab.decode(h[0].tokens) if h else "" for h in hyps]
+        """Detokenized best translation of each sentence (an empty or blank sentence gives an empty output)."""
+        return [self.detokenize(hyps[0]) for hyps in self.translate_hypotheses(sentences, **decode)]
 
     def detokenize(self, hyp: Hypothesis) -> str:
         """Text of one hypothesis."""

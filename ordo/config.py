@@ -17,7 +17,7 @@ from typing import Any, Literal, TypeVar
 import yaml
 
 from ordo.choices import check_choices, did_you_mean
-from ordo.data.textio import atomic_write, read_yaml
+from ordo.data.textio import atomic_write, parse_yaml, read_yaml
 from ordo.errors import ConfigError
 
 SCHEMA_VERSION = 1
@@ -85,7 +85,6 @@ class TrainConfig:
     device: str = "auto"  # auto | cpu | cuda | cuda:N
     threads: int = 0  # torch CPU threads (0: leave torch's default)
     progress: bool = True  # show a progress bar on stderr
-    num_workers: int = 0  # DataLoader worker processes
 
     def __post_init__(self) -> None:
         check_choices(self, "train")
@@ -106,6 +105,8 @@ class DecodeConfig:
     min_len: int = 0  # no EOS before this many output tokens
     nbest: int = 1  # hypotheses written per sentence
     max_tokens: int = 6000  # source tokens per translation batch
+    long_lines: Literal["truncate", "error"] = "truncate"  # a source over model.max_positions-1 tokens: cut it
+    # to the limit with a warning naming the line, or stop with an error naming it
     amp: AmpMode = "off"  # auto: bf16 on CUDA; search under autocast, scores in float32;
     # the trainer's dev BLEU runs under train.amp when this is off
 
@@ -126,6 +127,8 @@ class ExperimentConfig:
     decode: DecodeConfig = field(default_factory=DecodeConfig)
     schema_version: int = SCHEMA_VERSION  # version of this layout, stored with every run
 
+
+RETIRED = {"train": {"num_workers"}}  # keys that never did anything, removed; older runs' configs still load
 
 PRESETS: dict[str, dict[str, Any]] = {
     "tiny": {"d_model": 64, "ffn_dim": 256, "heads": 2, "encoder_layers": 2, "decoder_layers": 2, "dropout": 0.1},
@@ -253,9 +256,7 @@ def parse_overrides(overrides: list[str]) -> dict[str, Any]:
         if "=" not in item:
             raise ConfigError(f"--set {item}: expected KEY=VALUE")
         key, raw = item.split("=", 1)
-        value = yaml.safe_load(raw) if raw.strip() else ""
-        if isinstance(value, str) and _looks_like_float(raw):
-            value = float(raw)
+        value = parse_yaml(raw) if raw.strip() else ""
         node = nested
         parts = key.strip().split(".")
         for part in parts[:-1]:
@@ -264,14 +265,6 @@ def parse_overrides(overrides: list[str]) -> dict[str, Any]:
                 raise ConfigError(f"--set {item}: {part} is not a section")
         node[parts[-1]] = value
     return nested
-
-
-def _looks_like_float(text: str) -> bool:
-    try:
-        float(text)
-    except ValueError:
-        return False
-    return True
 
 
 def merge(base: dict[str, Any], update: dict[str, Any]) -> dict[str, Any]:
@@ -293,9 +286,18 @@ def apply_preset(model_section: dict[str, Any], where: str = "model") -> dict[st
     return merge(PRESETS[preset], model_section)
 
 
+def _drop_retired(raw: dict[str, Any]) -> dict[str, Any]:
+    """``raw`` without the keys of :data:`RETIRED`, which the configs of older runs still hold."""
+    raw = dict(raw)
+    for section, keys in RETIRED.items():
+        if isinstance(raw.get(section), dict):
+            raw[section] = {k: v for k, v in raw[section].items() if k not in keys}
+    return raw
+
+
 def build_config(raw: dict[str, Any], where: str = "config") -> ExperimentConfig:
     """Validate a raw nested dict (YAML plus overrides) into an :class:`ExperimentConfig`."""
-    raw = dict(raw)
+    raw = _drop_retired(raw)
     raw["model"] = apply_preset(dict(raw.get("model") or {}), f"{where}: model")
     config = from_dict(ExperimentConfig, raw, f"{where}:")
     if config.schema_version > SCHEMA_VERSION:
@@ -311,9 +313,15 @@ def load_raw(path: str | Path | None = None, overrides: list[str] | None = None,
     return merge(raw, parse_overrides(overrides or []))
 
 
+def raw_source(path: str | Path | None = None, overrides: list[str] | None = None) -> str:
+    """What :func:`load_raw` read, for errors: ``exp.yaml``, ``exp.yaml + --set``, ``--set`` or ``config``."""
+    parts = ([str(path)] if path else []) + (["--set"] if overrides else [])
+    return " + ".join(parts) or "config"
+
+
 def load_config(path: str | Path | None = None, overrides: list[str] | None = None) -> ExperimentConfig:
     """Load a YAML experiment config (optional) and apply ``--set key=value`` overrides, checked."""
-    return build_config(load_raw(path, overrides), str(path) if path else "--set")
+    return build_config(load_raw(path, overrides), raw_source(path, overrides))
 
 
 def save_config(config: ExperimentConfig, path: str | Path) -> None:

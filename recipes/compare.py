@@ -41,7 +41,7 @@ ROOT = RECIPES.parent
 CORPUS_STAMP = "corpus.yaml"  # in a prepared data folder: the corpus files it was prepared from
 # train settings that leave a finished run's weights unchanged, so a report may reuse it under other values
 # (max_steps too: a finished run may be trained on to a larger budget)
-RESULT_NEUTRAL = {"threads", "max_minutes", "log_every", "progress", "num_workers", "max_steps"}
+RESULT_NEUTRAL = {"threads", "max_minutes", "log_every", "progress", "max_steps"}
 
 
 def parse_args() -> argparse.Namespace:

@@ -4,13 +4,16 @@ A plain source is its SentencePiece pieces; a lattice source (paper 002, SPEC §
 lattice over several segmentations, with the per-edge fields ``lattice_start`` / ``lattice_end``. ``ordo
 prepare`` and translation encode through :class:`SourceEncoder`, and both refuse a source longer than their
 limit the same way: it is never cut. Prepare skips and counts such a pair (its limit is
-``lattice.max_edges``; the piece-length filters of training data are prepare's own), translation raises
-:func:`refuse_over_long`'s error naming the line.
+``lattice.max_edges``; the piece-length filters of training data are prepare's own). Translation cuts a
+source over the model's limit to that limit with a warning naming the line, or with ``long_lines="error"``
+raises :func:`refuse_over_long`'s error naming it. A blank line (empty or only whitespace) is an empty row.
 """
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
+from typing import Literal
 
 import numpy as np
 
@@ -18,6 +21,10 @@ from ordo.data.lattice.corpus import LatticeEncoder
 from ordo.data.lattice.graph import FIELDS as LATTICE_FIELDS
 from ordo.data.vocab import TokenVocab, Vocab
 from ordo.errors import InputError
+
+logger = logging.getLogger(__name__)
+
+LongLines = Literal["truncate", "error"]  # what translation does with a source over the model's limit
 
 
 @dataclass
@@ -34,6 +41,11 @@ class EncodedSource:
     ids: list[int]
     fields: dict[str, np.ndarray] = field(default_factory=dict)
     length: int = 0
+
+    def cut(self, limit: int) -> EncodedSource:
+        """The first ``limit`` tokens (a lattice's edges are in (start, end) order, so a prefix of the sentence
+        stays whole) with their fields."""
+        return EncodedSource(self.ids[:limit], {k: v[:limit] for k, v in self.fields.items()}, min(self.length, limit))
 
 
 @dataclass
@@ -67,12 +79,35 @@ def refuse_over_long(encoded: list[EncodedSource], labels: list[str], limit: int
             raise InputError(f"{label}: {len(row.ids)} {unit}, more than model.max_positions-1={limit}")
 
 
-def model_inputs(encoder: SourceEncoder, texts: list[str], source: str, limit: int
-                 ) -> tuple[list[np.ndarray], dict[str, list[np.ndarray]]]:
-    """Source rows and per-token fields of raw ``texts`` for a model taking at most ``limit`` tokens; an
-    over-long text is an error naming ``source`` and its (1-based) line."""
-    labels = [f"{source}:{line}" for line in range(1, len(texts) + 1)]
-    encoded = encoder.encode(texts, labels)
-    refuse_over_long(encoded, labels, limit, "lattice edges" if encoder.lattice is not None else "pieces")
+def cut_over_long(encoded: list[EncodedSource], labels: list[str], limit: int, unit: str) -> list[EncodedSource]:
+    """Each source cut to ``limit`` tokens, with one warning naming the first over-long source and counting
+    the others (as CTranslate2 and Marian cut rather than fail)."""
+    over = [(label, len(row.ids)) for label, row in zip(labels, encoded) if len(row.ids) > limit]
+    if over:
+        (label, count), rest = over[0], [label for label, _ in over[1:]]
+        others = f"; {len(rest)} more cut: {', '.join(rest[:3])}{', ...' if len(rest) > 3 else ''}" if rest else ""
+        logger.warning("%s: %d %s, cut to model.max_positions-1=%d%s", label, count, unit, limit, others)
+    return [row.cut(limit) if len(row.ids) > limit else row for row in encoded]
+
+
+def model_inputs(encoder: SourceEncoder, texts: list[str], source: str, limit: int, long_lines: LongLines = "error",
+                 first_line: int = 1) -> tuple[list[np.ndarray], dict[str, list[np.ndarray]]]:
+    """Source rows and per-token fields of raw ``texts`` for a model taking at most ``limit`` tokens.
+
+    Args:
+        encoder: pieces or lattices.
+        texts: raw source lines; a blank one becomes an empty row.
+        source: the file the texts come from, for messages (``source:line``).
+        limit: the most tokens the model takes.
+        long_lines: ``error``: an over-long text is an InputError naming its line; ``truncate``: cut it, warning.
+        first_line: the line number of ``texts[0]`` in ``source``.
+    """
+    labels = [f"{source}:{line}" for line in range(first_line, first_line + len(texts))]
+    encoded = [row if text.strip() else row.cut(0) for text, row in zip(texts, encoder.encode(texts, labels))]
+    unit = "lattice edges" if encoder.lattice is not None else "pieces"
+    if long_lines == "error":
+        refuse_over_long(encoded, labels, limit, unit)
+    else:
+        encoded = cut_over_long(encoded, labels, limit, unit)
     rows = [np.asarray(row.ids, dtype=np.int64) for row in encoded]
     return rows, {name: [row.fields[name] for row in encoded] for name in encoder.field_names}

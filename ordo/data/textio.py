@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import gzip
 import os
+import re
 import tempfile
+import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -14,34 +16,68 @@ import yaml
 
 from ordo.errors import ConfigError, InputError
 
+BOM = "\ufeff"  # a UTF-8 byte order mark, as some editors write at the start of a file
+
 
 def open_binary(path: str | Path) -> BinaryIO:
-    """Open ``path`` for reading bytes, transparently decompressing ``*.gz``."""
+    """Open ``path`` for reading bytes, transparently decompressing ``*.gz``.
+
+    Any readable path works, pipes included (``<(zcat f.gz)``, ``/dev/stdin``).
+
+    Raises:
+        InputError: naming the file when it is missing, a directory or not readable.
+    """
     path = Path(path)
-    if not path.is_file():
-        raise InputError(f"{path}: no such file")
+    try:
+        handle = open(path, "rb")  # noqa: SIM115 -- returned to the caller, who closes it
+    except FileNotFoundError:
+        raise InputError(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise InputError(f"{path}: is a directory, not a text file") from None
+    except OSError as err:
+        raise InputError(f"{path}: cannot read ({err.strerror})") from None
     if path.suffix == ".gz":
-        return gzip.open(path, "rb")  # type: ignore[return-value]
-    return open(path, "rb")
+        return gzip.GzipFile(fileobj=handle, mode="rb")  # type: ignore[return-value]
+    return handle
 
 
 def iter_lines(path: str | Path) -> Iterator[tuple[int, str]]:
     """Yield ``(line_number, text)`` for each line of ``path`` (1-based), without the line end.
 
     Raises:
-        InputError: naming the file and line when a line is not valid UTF-8.
+        InputError: naming the file and line when a line is not valid UTF-8, or a ``.gz`` file is not gzip or
+            ends early (truncated).
     """
-    with open_binary(path) as handle:
+    handle = open_binary(path)
+    try:
         yield from iter_stream_lines(handle, str(path))
+    finally:
+        handle.close()
+        if isinstance(handle, gzip.GzipFile) and handle.fileobj is not None:
+            handle.fileobj.close()
 
 
 def iter_stream_lines(stream: BinaryIO, name: str) -> Iterator[tuple[int, str]]:
-    """As :func:`iter_lines` for an open binary stream (e.g. ``sys.stdin.buffer``) called ``name``."""
-    for line_number, raw in enumerate(stream, start=1):
+    """As :func:`iter_lines` for an open binary stream (e.g. ``sys.stdin.buffer``) called ``name``.
+
+    A UTF-8 byte order mark at the start of the stream is not part of the first line.
+    """
+    line_number = 0
+    lines = iter(stream)
+    while True:
+        try:
+            raw = next(lines)
+        except StopIteration:
+            return
+        except (EOFError, zlib.error, gzip.BadGzipFile) as err:
+            raise InputError(f"{name}:{line_number + 1}: not a valid gzip file or truncated ({err})") from None
+        line_number += 1
         try:
             text = raw.decode("utf-8")
         except UnicodeDecodeError as err:
             raise InputError(f"{name}:{line_number}: invalid UTF-8 ({err.reason} at byte {err.start})") from None
+        if line_number == 1:
+            text = text.removeprefix(BOM)
         yield line_number, text.rstrip("\r\n")
 
 
@@ -88,13 +124,28 @@ def atomic_write(path: str | Path, mode: str = "w", encoding: str | None = "utf-
         raise
 
 
+class YamlLoader(yaml.SafeLoader):
+    """PyYAML's safe loader, except that a number in exponent form without a dot (``1e-3``) is a float, as in
+    YAML 1.2 and as users write learning rates; PyYAML's YAML 1.1 reads it as a string."""
+
+
+YamlLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:float", re.compile(r"^[-+]?[0-9][0-9_]*(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"), list("-+0123456789")
+)
+
+
+def parse_yaml(text: str) -> Any:
+    """Parse YAML text with :class:`YamlLoader`."""
+    return yaml.load(text, Loader=YamlLoader)
+
+
 def read_yaml(path: str | Path) -> dict[str, Any]:
     """Parse a YAML file into a dict, with errors naming the file."""
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"{path}: no such config file")
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = parse_yaml(path.read_text(encoding="utf-8"))
     except yaml.YAMLError as err:
         raise ConfigError(f"{path}: invalid YAML: {err}") from None
     if data is None:

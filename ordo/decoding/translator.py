@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 import torch
 from torch import nn
-from tqdm import tqdm
 
 from ordo.config import DecodeConfig
 from ordo.data.batch import Batch
@@ -35,29 +34,34 @@ def translate_rows(
     decode: DecodeConfig,
     device: torch.device | str = "cpu",
     field_rows: Mapping[str, Sequence[np.ndarray]] | None = None,
-    progress: bool = False,
+    progress: Callable[[int], object] | None = None,
 ) -> list[list[Hypothesis]]:
     """Hypotheses for each source row (token ids without EOS), in input order.
 
     Rows are sorted by length and cut into batches of ``decode.max_tokens`` source tokens so that little
     padding is computed; the model is put in eval mode and run under ``torch.inference_mode`` (and under
-    autocast when ``decode.amp`` names a dtype: the search's scores stay in float32).
+    autocast when ``decode.amp`` names a dtype: the search's scores stay in float32). An empty row (a blank
+    line) gets one empty hypothesis of score 0 without running the model. ``progress`` is called with the
+    number of rows done after each batch.
     """
-    if not src_rows:
-        return []
-    model.eval()
+    results: list[list[Hypothesis]] = [[Hypothesis([], 0.0, 0.0)] for _ in src_rows]
     lengths = np.array([len(r) for r in src_rows], dtype=np.int64)
-    results: list[list[Hypothesis]] = [[] for _ in src_rows]
-    batches = epoch_batches(lengths, None, decode.max_tokens, seed=0, epoch=0, shuffle=False)
+    filled = np.flatnonzero(lengths)
+    if progress is not None and len(filled) < len(src_rows):
+        progress(len(src_rows) - len(filled))
+    if not len(filled):
+        return results
+    model.eval()
     dtype = amp_dtype(decode.amp, torch.device(device))
     if dtype is not None and is_int8(model):
         raise ConfigError(f"decode.amp {decode.amp}: an int8 model translates in float32 (drop --amp or --int8)")
-    precision = autocast(dtype, torch.device(device))
-    with torch.inference_mode(), precision, tqdm(total=len(src_rows), disable=not progress, unit="sent", leave=False) as bar:
-        for indices in batches:
+    with torch.inference_mode(), autocast(dtype, torch.device(device)):
+        for positions in epoch_batches(lengths[filled], None, decode.max_tokens, seed=0, epoch=0, shuffle=False):
+            indices = filled[positions]
             fields = {k: [rows[i] for i in indices] for k, rows in (field_rows or {}).items()}
             batch = collate(indices, [src_rows[i] for i in indices], field_rows=fields).to(device)
             for index, hyps in zip(indices.tolist(), search_batch(model, batch, decode)):  # type: ignore[arg-type]
                 results[index] = hyps
-            bar.update(len(indices))
+            if progress is not None:
+                progress(len(indices))
     return results

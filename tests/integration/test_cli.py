@@ -48,11 +48,6 @@ def test_nbest_output_format(demo_data, tmp_path, capsys):
     assert len(lines) == 3 and all(line.startswith("0 ||| ") for line in lines)
     scores = [float(line.rsplit("|||", 1)[1]) for line in lines]
     assert scores == sorted(scores, reverse=True)
-    src.write_text("the dog .\n" + " ".join(["dog"] * 1100) + "\n")
-    capsys.readouterr()
-    assert main(["translate", "--model", str(run), "--input", str(src), "--output", str(out)]) == 2
-    err = capsys.readouterr().err
-    assert "in.txt:2:" in err and "max_positions" in err
 
 
 def write_gz(path, lines: bytes):
@@ -138,3 +133,26 @@ def test_translate_with_beam_zero_is_refused_naming_the_setting(trained_run, tmp
 
     with pytest.raises(ConfigError, match="decode.beam_size"):
         api.load_run(trained_run, "last").translate(["a b"], beam_size=0)
+
+
+@pytest.mark.parametrize("content", [b"not gzip at all\n", gzip.compress(b"a b c\n" * 300)[:-20]])
+def test_a_broken_gz_is_one_error_line_naming_the_file(tmp_path, capsys, content):
+    (tmp_path / "hyp.txt").write_text("a b c\n")
+    (tmp_path / "ref.txt.gz").write_bytes(content)
+    assert main(["evaluate", "--hyp", str(tmp_path / "hyp.txt"), "--ref", str(tmp_path / "ref.txt.gz")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("ordo evaluate: error: ") and "ref.txt.gz:" in err and err.count("\n") == 1
+
+
+def test_evaluate_reads_references_from_a_pipe_with_a_byte_order_mark(tmp_path, capsys):
+    import os
+    import threading
+
+    (tmp_path / "hyp.txt").write_text("Ein Hund läuft .\n")
+    fifo = tmp_path / "ref_pipe"
+    os.mkfifo(fifo)
+    writer = threading.Thread(target=lambda: fifo.write_bytes("\ufeffEin Hund läuft .\n".encode()))
+    writer.start()
+    assert main(["evaluate", "--hyp", str(tmp_path / "hyp.txt"), "--ref", str(fifo), "--json"]) == 0
+    writer.join()
+    assert json.loads(capsys.readouterr().out)["hyp"]["bleu"] == pytest.approx(100.0)

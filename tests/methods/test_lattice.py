@@ -175,7 +175,7 @@ def test_lpe_and_lsa_train_on_a_tiny_lattice_task(lattice_data, tmp_path):
     assert losses[-1] < 0.8 * losses[0] and losses[-1] < 3.5
 
 
-def test_translate_builds_lattices_from_raw_text_with_the_runs_segmenters(lattice_data, tmp_path, capsys):
+def test_translate_builds_lattices_from_raw_text_with_the_runs_segmenters(lattice_data, tmp_path, capsys, caplog):
     data = tmp_path / "data"
     shutil.copytree(lattice_data, data)
     run = tmp_path / "run"
@@ -195,9 +195,14 @@ def test_translate_builds_lattices_from_raw_text_with_the_runs_segmenters(lattic
     source = tmp_path / "in.txt"
     source.write_text(texts[0] + "\n" + " ".join([texts[1]] * (1024 // len(rows[1]) + 1)) + "\n", encoding="utf-8")
     output = tmp_path / "out.txt"
-    assert main(["translate", "--model", str(run), "--input", str(source), "--output", str(output), "--beam", "2",
-                 "--max-len-a", "0", "--max-len-b", "5"]) != 0
-    assert not output.exists()  # refused as a plain over-long sentence is, never cut
+    flags = ["translate", "--model", str(run), "--input", str(source), "--output", str(output), "--beam", "2",
+             "--max-len-a", "0", "--max-len-b", "5"]
+    with caplog.at_level("WARNING"):
+        assert main(flags) == 0  # cut to its first edges, as a plain over-long sentence is
+    assert len(read_lines(output)) == 2 and f"{source}:2:" in caplog.text and "lattice edges, cut to" in caplog.text
+    output.unlink()
+    assert main([*flags, "--long-lines", "error"]) == 2
+    assert not output.exists()
     err = capsys.readouterr().err
     assert f"{source}:2:" in err and "lattice edges, more than model.max_positions-1=1023" in err
     assert f"{source}:1:" not in err

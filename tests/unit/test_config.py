@@ -95,3 +95,27 @@ def test_changed_decode_settings_are_checked_like_a_config_file():
         replace_checked(decode, "decode", amp="bf8")
     with pytest.raises(ConfigError, match="decode.nbest: 3 hypotheses from a beam of 2"):
         replace_checked(decode, "decode", beam_size=2, nbest=3)
+
+
+def test_numbers_in_a_yaml_file_work_as_users_write_them(tmp_path):
+    path = tmp_path / "exp.yaml"
+    path.write_text("train:\n  lr: 1e-3\n  adam_eps: 1E-8\n  warmup_steps: 400\n")
+    cfg = load_config(path)
+    assert (cfg.train.lr, cfg.train.adam_eps, cfg.train.warmup_steps) == (1e-3, 1e-8, 400)
+
+
+def test_a_bad_value_names_the_yaml_file_and_the_overrides(tmp_path):
+    path = tmp_path / "exp.yaml"
+    path.write_text("train:\n  lr: fast\n")
+    with pytest.raises(ConfigError, match=r"exp\.yaml: train\.lr: expected float, got 'fast'"):
+        load_config(path)
+    path.write_text("train:\n  lr: 1e-3\n")
+    with pytest.raises(ConfigError, match=r"exp\.yaml \+ --set: train\.max_tokens: expected int"):
+        load_config(path, ["train.max_tokens=lots"])
+
+
+def test_a_retired_key_in_an_old_run_config_is_ignored_but_not_written_back(tmp_path):
+    cfg = build_config({"train": {"num_workers": 4, "lr": 1e-3}}, "old/config.yaml")
+    assert cfg.train.lr == 1e-3 and not hasattr(cfg.train, "num_workers")
+    save_config(cfg, tmp_path / "config.yaml")
+    assert "num_workers" not in read_yaml(tmp_path / "config.yaml")["train"]

@@ -1,11 +1,13 @@
 """Text reading and atomic writes."""
 
+import gzip
 import io
 import os
+import threading
 
 import pytest
 
-from ordo.data.textio import atomic_write, iter_stream_lines, read_lines
+from ordo.data.textio import atomic_write, iter_stream_lines, parse_yaml, read_lines
 from ordo.errors import InputError
 
 
@@ -35,3 +37,53 @@ def test_atomic_write_uses_umask_permissions(tmp_path):
     finally:
         os.umask(old)
     assert (tmp_path / "f.txt").stat().st_mode & 0o777 == 0o644
+
+
+def _feed_fifo(path, data: bytes) -> threading.Thread:
+    """Write ``data`` into the named pipe ``path`` from a thread (opening a FIFO blocks until both ends are open)."""
+    def write() -> None:
+        with open(path, "wb") as handle:
+            handle.write(data)
+
+    thread = threading.Thread(target=write)
+    thread.start()
+    return thread
+
+
+def test_a_pipe_is_read_like_a_file(tmp_path):
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    writer = _feed_fifo(fifo, b"ein Hund\nzwei\n")
+    assert read_lines(fifo) == ["ein Hund", "zwei"]
+    writer.join()
+
+
+def test_missing_file_and_directory_are_named(tmp_path):
+    with pytest.raises(InputError, match="nothing.txt: no such file"):
+        read_lines(tmp_path / "nothing.txt")
+    with pytest.raises(InputError, match="is a directory"):
+        read_lines(tmp_path)
+
+
+@pytest.mark.parametrize("make, message", [
+    (lambda data: data[:-12], "truncated"),  # the gzip trailer and part of the stream cut off
+    (lambda data: b"plain text, not gzip\n", "not a valid gzip file"),
+])
+def test_a_broken_gz_is_an_input_error_naming_the_file(tmp_path, make, message):
+    path = tmp_path / "ref.txt.gz"
+    path.write_bytes(make(gzip.compress(("a line of text\n" * 400).encode())))
+    with pytest.raises(InputError, match=rf"ref\.txt\.gz:\d+: .*{message}"):
+        read_lines(path)
+
+
+def test_a_byte_order_mark_is_not_part_of_the_first_line(tmp_path):
+    path = tmp_path / "ref.txt"
+    path.write_bytes(b"\xef\xbb\xbfFirst line\n\xef\xbb\xbfsecond keeps it\n")
+    assert read_lines(path) == ["First line", "\ufeffsecond keeps it"]
+
+
+@pytest.mark.parametrize("text, value", [("1e-3", 1e-3), ("5E-4", 5e-4), ("2.5e3", 2500.0), ("-1e+2", -100.0),
+                                         ("1000", 1000), ("1.5", 1.5), ("e5", "e5"), ("1e", "1e")])
+def test_yaml_numbers_as_users_write_them(text, value):
+    parsed = parse_yaml(f"lr: {text}\n")["lr"]
+    assert parsed == value and type(parsed) is type(value)
