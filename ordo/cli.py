@@ -113,8 +113,9 @@ def _add_analyze(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("analyze", help="the papers' analyses: system tables, robustness, BLEU by length")
     kinds = p.add_subparsers(dest="analysis", required=True)
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--src", required=True, help="test source (raw text, as ordo translate reads it)")
-    common.add_argument("--ref", required=True, help="test reference")
+    common.add_argument("--src", "--test-src", dest="src", required=True,
+                        help="test source (raw text, as ordo translate reads it)")
+    common.add_argument("--ref", "--test-ref", dest="ref", required=True, help="test reference")
     common.add_argument("--out", required=True, help="folder for the tables (.md, .tsv), plots and outputs")
     common.add_argument("--tokenized-bleu", action="store_true",
                         help="score with multi-bleu.perl's BLEU (pre-tokenized data); default sacreBLEU")

@@ -106,7 +106,7 @@ def test_analyze_order_buckets_by_alignment_tau_and_checks_line_counts(tmp_path,
     (tmp_path / "src").write_text("\n".join(refs) + "\n")
     (tmp_path / "ref").write_text("\n".join(refs) + "\n")
     (tmp_path / "align").write_text("0-0 1-1 2-2 3-3\n0-3 1-2 2-1 3-0\n0-1 1-0 2-2 3-3\n")
-    common = ["analyze", "order", "--src", str(tmp_path / "src"), "--ref", str(tmp_path / "ref"), "--out",
+    common = ["analyze", "order", "--test-src", str(tmp_path / "src"), "--test-ref", str(tmp_path / "ref"), "--out",
               str(tmp_path / "out"), "--hyp", f"ref={tmp_path / 'ref'}", "--tokenized-bleu"]
     assert main([*common, "--align", str(tmp_path / "align"), "--edges=-0.5,0.9"]) == 0
     rows = [line.split("\t") for line in (tmp_path / "out" / "order.tsv").read_text().splitlines()[1:]]
