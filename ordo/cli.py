@@ -89,10 +89,12 @@ def _add_evaluate(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("evaluate", help="BLEU/chrF, and significance against a second system")
     p.add_argument("--hyp", required=True)
     p.add_argument("--ref", required=True)
-    p.add_argument("--compare", help="a second system's output: sign test and paired bootstrap")
+    p.add_argument("--compare", help="a second system's output: sacreBLEU's paired bootstrap and approximate "
+                                     "randomization over BLEU, chrF and TER, and the sign test over BLEU")
     p.add_argument("--tokenized-bleu", action="store_true", help="also BLEU as multi-bleu.perl computes it")
     p.add_argument("--lowercase", action="store_true")
     p.add_argument("--bootstrap-samples", type=int, default=1000)
+    p.add_argument("--randomization-trials", type=int, default=10000)
     p.add_argument("--ribes", action="store_true",
                    help="also RIBES (Isozaki et al. 2010, x100) on the tokens: as given with --tokenized-bleu, "
                         "else sacreBLEU's 13a tokens; with --compare, its paired bootstrap too")
@@ -322,7 +324,7 @@ def run_evaluate(args: argparse.Namespace) -> None:
     if args.compare:
         report["compare"] = score_files(args.compare, args.ref, args.tokenized_bleu, args.lowercase)
         report["significance"] = compare_files(
-            args.hyp, args.compare, args.ref, args.bootstrap_samples, lowercase=args.lowercase
+            args.hyp, args.compare, args.ref, args.bootstrap_samples, args.randomization_trials, args.lowercase
         )
     if args.ribes:
         _add_ribes(report, args)
@@ -339,15 +341,24 @@ def run_evaluate(args: argparse.Namespace) -> None:
                 line += f"  RIBES {scores['ribes']:.2f}"
             print(line)
     if "significance" in report:
-        sign, boot = report["significance"]["sign_test"], report["significance"]["paired_bootstrap"]
-        print(f"sign test (Collins et al. 2005): compare better on {sign['better']}, worse on {sign['worse']}, "
-              f"ties {sign['ties']}; two-sided p = {sign['p_value']:.4g}")
-        print(f"paired bootstrap (Koehn 2004, {boot['num_samples']} samples): hyp {boot['mean_a']:.2f} "
-              f"[{boot['ci_a'][0]:.2f}, {boot['ci_a'][1]:.2f}], compare {boot['mean_b']:.2f} "
-              f"[{boot['ci_b'][0]:.2f}, {boot['ci_b'][1]:.2f}]; p(compare not better) = {boot['p_value']:.4g}")
-        if "ribes_p_value" in report["significance"]:
-            print(f"paired bootstrap over RIBES: p(compare not better) = {report['significance']['ribes_p_value']:.4g}")
+        _print_significance(report["significance"], args)
     print(f"signature: {report['hyp']['bleu_signature']}")
+
+
+def _print_significance(significance: dict[str, Any], args: argparse.Namespace) -> None:
+    """The tests of ``ordo evaluate --compare``, one line each: sacreBLEU's paired tests per metric, the sign
+    test, and with --ribes the bootstrap over RIBES. Every p-value is two-sided."""
+    print(f"paired tests of compare against hyp (sacreBLEU; bootstrap {args.bootstrap_samples} samples, "
+          f"approximate randomization {args.randomization_trials} trials; two-sided p):")
+    for name, test in significance["paired_tests"].items():
+        print(f"  {name:6s} hyp {test['mean_a']:.2f} ± {test['ci_a']:.2f}  compare {test['mean_b']:.2f} ± "
+              f"{test['ci_b']:.2f}  bootstrap p = {test['bootstrap_p']:.4g}  "
+              f"randomization p = {test['randomization_p']:.4g}")
+    sign = significance["sign_test"]
+    print(f"sign test over BLEU (Collins et al. 2005): compare better on {sign['better']}, worse on "
+          f"{sign['worse']}, ties {sign['ties']}; p = {sign['p_value']:.4g}")
+    if "ribes_p_value" in significance:
+        print(f"paired bootstrap over RIBES: p = {significance['ribes_p_value']:.4g}")
 
 
 def _add_ribes(report: dict[str, Any], args: argparse.Namespace) -> None:
@@ -383,10 +394,13 @@ def _named(items: list[str], flag: str) -> list[tuple[str, Path]]:
 def run_analyze(args: argparse.Namespace) -> None:
     """``ordo analyze systems|robustness|length``: tables (.md, .tsv) and plots under --out."""
     from ordo.analysis import report
+    from ordo.analysis.plots import pyplot
     from ordo.api import setup_logging
     from ordo.evaluation.bleu import read_hyp_ref
 
     setup_logging()
+    if args.analysis in ("robustness", "length", "order", "attention"):
+        pyplot()  # without matplotlib these fail here, before any system translates
     if args.analysis == "sim":
         print(report.sim_report(_named(args.run, "--run"), Path(args.data), args.split, args.checkpoint, args.device))
         return

@@ -1,5 +1,8 @@
 """Errors that ordo reports to the user as a one-line message (the CLI exits with status 2)."""
 
+import importlib
+from types import ModuleType
+
 
 class OrdoError(Exception):
     """Base class of every error meant for the user rather than a traceback."""
@@ -15,3 +18,19 @@ class ConfigError(OrdoError):
 
 class CheckpointError(OrdoError):
     """A missing, truncated or incompatible checkpoint."""
+
+
+class MissingExtraError(OrdoError):
+    """An optional dependency is not installed: names the extra of ``ordo`` that installs it."""
+
+
+def import_extra(module: str, extra: str) -> ModuleType:
+    """Import ``module``, which only the optional dependencies ``ordo[extra]`` install.
+
+    Raises:
+        MissingExtraError: ``"MODULE is not installed; pip install 'ordo[EXTRA]'"`` when it cannot be imported.
+    """
+    try:
+        return importlib.import_module(module)
+    except ImportError:
+        raise MissingExtraError(f"{module} is not installed; pip install 'ordo[{extra}]'") from None

@@ -9,8 +9,8 @@ dev loss curve). ``--oracle`` trains the suite's systems on the corpus whose eve
 target order by the prepared data's word alignments (paper 000's Figure 2 upper bound), as ``oracle_SYSTEM``.
 
 ``tables`` rebuilds the verdicts from those files alone (recipes/verdicts.yaml lists the claims): BLEU of every
-seed, the paired difference per seed, the baseline's seed standard deviation, the paired bootstrap p over the
-pooled seeds, and the verdict by the rule stated in bench/RESULTS.md (:func:`verdict`).
+seed, the paired difference per seed, the baseline's seed standard deviation, sacreBLEU's two-sided paired
+bootstrap p over the pooled seeds, and the verdict by the rule stated in bench/RESULTS.md (:func:`verdict`).
 
 usage: python recipes/replicate.py run --suite enja_verdict [--work DIR] [--oracle] SYSTEM.seedN [...]
        python recipes/replicate.py tables [--out bench/results/verdicts.md]
@@ -37,7 +37,7 @@ from ordo.cli import main as ordo
 from ordo.data.textio import atomic_write, read_lines, read_yaml
 from ordo.evaluation.bleu import corpus_scores, multi_bleu
 from ordo.evaluation.order import corpus_ribes, ribes_tokens
-from ordo.evaluation.significance import two_sided_bootstrap_p
+from ordo.evaluation.significance import bleu_bootstrap_p
 from ordo.training.checkpoint import load_checkpoint
 
 HYPS = ROOT / "bench" / "hyps"
@@ -221,8 +221,8 @@ def claim_row(claim: dict, hyps_root: Path, data_root: Path) -> list[str]:
     gains = [scores["system"][s] - scores["base"][s] for s in common]
     baseline_sd = statistics.stdev(scores["base"].values())
     pooled_refs = refs * len(common)
-    p_value = two_sided_bootstrap_p([h for s in common for h in base[s]], [h for s in common for h in system[s]],
-                                  pooled_refs)
+    p_value = bleu_bootstrap_p([h for s in common for h in base[s]], [h for s in common for h in system[s]],
+                               pooled_refs)
     gain_cell = f"{statistics.fmean(gains):+.2f} ({', '.join(f'{g:+.2f}' for g in gains)})"
     return [*cells, gain_cell, f"{baseline_sd:.2f} ({len(base)} seeds)", f"{p_value:.3g}", verdict(gains, baseline_sd)]
 

@@ -1,11 +1,27 @@
-"""Line plots of one figure against a swept variable, one line per system (PNG, matplotlib Agg)."""
+"""Line plots of one figure against a swept variable, one line per system (PNG, matplotlib Agg).
+
+matplotlib is optional (``pip install 'ordo[plots]'``) and imported only when a plot is drawn.
+"""
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from types import ModuleType
 
 from ordo.data.textio import atomic_write
+from ordo.errors import import_extra
+
+
+def pyplot() -> ModuleType:
+    """``matplotlib.pyplot`` on the Agg backend (files only, no display).
+
+    Raises:
+        MissingExtraError: naming ``ordo[plots]`` when matplotlib is not installed.
+    """
+    import_extra("matplotlib", "plots").use("Agg")
+    return importlib.import_module("matplotlib.pyplot")
 
 
 def line_plot(
@@ -13,11 +29,7 @@ def line_plot(
     title: str = "",
 ) -> Path:
     """Write a PNG with one marked line per entry of ``series`` over the categorical ``x_labels``."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     figure, axes = plt.subplots(figsize=(6.4, 4.0))
     positions = list(range(len(x_labels)))
     for name, values in series.items():
@@ -38,11 +50,7 @@ def line_plot(
 
 def histogram(values: Sequence[float], bins: int, xlabel: str, path: str | Path, title: str = "") -> Path:
     """Write a PNG histogram of ``values`` in ``bins`` equal bins (the y axis counts sentences)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     figure, axes = plt.subplots(figsize=(6.4, 4.0))
     axes.hist(list(values), bins=bins, color="#4c72b0", edgecolor="white")
     axes.set_xlabel(xlabel)
@@ -64,8 +72,8 @@ CJK_FONTS = ("Noto Sans CJK JP", "Noto Sans CJK SC", "Source Han Sans", "IPAexGo
 def label_fonts() -> list[str]:
     """DejaVu Sans, then the installed CJK fonts of :data:`CJK_FONTS` as per-glyph fallbacks (Chinese and
     Japanese tokens come out as boxes on a machine that has none of them)."""
-    from matplotlib import font_manager
-
+    import_extra("matplotlib", "plots")
+    font_manager = importlib.import_module("matplotlib.font_manager")
     installed = {font.name for font in font_manager.fontManager.ttflist}
     return ["DejaVu Sans", *(name for name in CJK_FONTS if name in installed)]
 
@@ -76,11 +84,7 @@ def heatmap(
 ) -> Path:
     """Write a PNG of ``matrix`` (rows: target tokens, columns: source tokens) in grey levels, as the
     attention figures of paper 003 (Figures 1 and 4) show them."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     with plt.rc_context({"font.family": label_fonts()}):
         width = max(4.0, 0.35 * len(column_labels) + 1.5)
         height = max(3.0, 0.35 * len(row_labels) + 1.5)

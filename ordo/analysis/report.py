@@ -20,7 +20,7 @@ from ordo.evaluation.order import (
     fuzzy_reordering,
     ribes_tokens,
 )
-from ordo.evaluation.significance import two_sided_bootstrap_p
+from ordo.evaluation.significance import bleu_bootstrap_p
 
 
 def systems_report(
@@ -130,7 +130,7 @@ def order_report(
     """``out/order.{md,tsv,png}``: every system's BLEU, chrF and RIBES (x100) per bucket of reordering
     difficulty (:func:`ordo.evaluation.order.difficulty_buckets` of the test pairs' alignment τ, hardest
     first), with each system's BLEU difference to the first and its two-sided paired bootstrap p within the
-    bucket; ``out/difficulty.png``, the histogram of τ over the test set."""
+    bucket (sacreBLEU's); ``out/difficulty.png``, the histogram of τ over the test set."""
     histogram(taus, 20, "Kendall τ of the alignment (1: monotone, -1: reversed)", out / "difficulty.png",
               "Reordering difficulty of the test set")
     buckets = difficulty_buckets(taus, edges)
@@ -150,7 +150,7 @@ def order_report(
             rows.append([name, bucket.label, len(pick), score, float(corpus_scores(hyp, ref)["chrf"]),
                          100 * corpus_ribes([ribes_hyps[i] for i in pick], [ribes_refs[i] for i in pick]),
                          None if same else score - bleu(base, ref),
-                         None if same else f"{two_sided_bootstrap_p(base, hyp, ref):.3g}"])
+                         None if same else f"{bleu_bootstrap_p(base, hyp, ref):.3g}"])
     line_plot([b.label for b in buckets], curves, "reordering difficulty (alignment τ; left: hardest)", "BLEU",
               out / "order.png", "BLEU by reordering difficulty")
     headers = ["system", "bucket", "sentences", "BLEU", "chrF", "RIBES", "BLEU vs first", "bootstrap p"]

@@ -183,6 +183,10 @@ def check_config(cfg: PrepareConfig) -> None:
         cfg.lattice.check()
         if cfg.reorder_positions:
             raise ConfigError("prepare: reorder_positions aligns source pieces and cannot be combined with lattice")
+    if cfg.reorder_positions:
+        from ordo.data.alignment.aligners import aligner_module
+
+        aligner_module(cfg.aligner)  # a missing aligner fails here, not after the corpus is encoded
 
 
 def _split_files(cfg: PrepareConfig) -> dict[str, tuple[Path, Path]]:

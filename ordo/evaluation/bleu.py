@@ -10,8 +10,8 @@ Sufficient statistics (``sentence_stats``) are rows in sacreBLEU's own order::
 
     [hyp_len, ref_len, matches_1..matches_4, totals_1..totals_4]
 
-Summing rows and applying ``bleu_from_stats`` gives sacreBLEU's corpus BLEU, which is what the
-significance tests in ``ordo.evaluation.significance`` resample.
+Summing rows and applying ``bleu_from_stats`` gives sacreBLEU's corpus BLEU; the sign test in
+``ordo.evaluation.significance`` re-scores the corpus this way once per swapped sentence.
 """
 
 from __future__ import annotations
@@ -134,8 +134,8 @@ def multi_bleu(hyps: Sequence[str], refs: Sequence[str], lowercase: bool = False
 def sentence_stats(hyps: Sequence[str], refs: Sequence[str], lowercase: bool = False) -> np.ndarray:
     """Per-sentence BLEU sufficient statistics with sacreBLEU's default tokenization (13a).
 
-    Uses sacreBLEU's own statistics extraction (``BLEU._extract_corpus_statistics``, the routine
-    its paired tests use), so summed rows reproduce its corpus BLEU exactly.
+    Each sentence is scored by sacreBLEU's public API as a one-line corpus and its ``BLEUScore`` fields
+    (``sys_len``, ``ref_len``, ``counts``, ``totals``) make the row, so summed rows reproduce its corpus BLEU.
 
     Args:
         hyps: detokenized system outputs.
@@ -151,31 +151,25 @@ def sentence_stats(hyps: Sequence[str], refs: Sequence[str], lowercase: bool = F
     check_corpus(hyps, refs)
     # force=True only silences the "tokenized period" warning; corpus_scores already gives it.
     metric = BLEU(lowercase=lowercase, force=True)
-    rows = metric._extract_corpus_statistics(list(hyps), [list(refs)])
+    rows = []
+    for hyp, ref in zip(hyps, refs):
+        score = metric.corpus_score([hyp], [[ref]])
+        rows.append([score.sys_len, score.ref_len, *score.counts, *score.totals])
     return np.asarray(rows, dtype=np.int64).reshape(len(hyps), NUM_STATS)
 
 
-def bleu_from_stats(stats: np.ndarray) -> np.ndarray:
-    """sacreBLEU's default corpus BLEU (``smooth:exp``, 0-100) from summed sufficient statistics.
+def bleu_from_stats(stats: Sequence[int] | np.ndarray) -> float:
+    """sacreBLEU's default corpus BLEU (``smooth:exp``, 0-100) from one row of summed sufficient statistics.
 
-    Vectorised over leading axes. As ``sacrebleu.BLEU.compute_bleu`` with ``smooth_method="exp"``:
-    the k-th n-gram order without a match gets precision ``1 / (2**k * total)`` (NIST smoothing);
-    the score is 0 when nothing matches or some order has no n-grams at all.
+    Computed by sacreBLEU's ``BLEU.compute_bleu``, so smoothing and the edge cases (no match, an order
+    without n-grams) are sacreBLEU's own.
 
     Shape:
-        stats: ``(..., 10)``; returns ``(...)`` float64.
+        stats: ``(10,)`` as :func:`sentence_stats` rows: ``[hyp_len, ref_len, matches_1..4, totals_1..4]``.
     """
-    stats = np.asarray(stats, dtype=np.float64)
-    hyp_len, ref_len = stats[..., 0], stats[..., 1]
-    matches, totals = stats[..., 2 : 2 + MAX_ORDER], stats[..., 2 + MAX_ORDER :]  # (..., 4)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        brevity_penalty = np.where(hyp_len >= ref_len, 1.0, np.exp(1.0 - ref_len / hyp_len))
-        unmatched = matches == 0
-        halvings = np.cumsum(unmatched, axis=-1)  # (..., 4)
-        precisions = np.where(unmatched, 1.0 / (2.0**halvings * totals), matches / totals)
-        score = 100.0 * brevity_penalty * np.exp(np.log(precisions).mean(axis=-1))
-    defined = (totals > 0).all(axis=-1) & (matches > 0).any(axis=-1)
-    return np.where(defined, score, 0.0)
+    row = [int(value) for value in stats]
+    matches, totals = row[2 : 2 + MAX_ORDER], row[2 + MAX_ORDER :]
+    return float(BLEU.compute_bleu(matches, totals, row[0], row[1], smooth_method="exp").score)
 
 
 def read_hyp_ref(hyp_path: str | Path, ref_path: str | Path) -> tuple[list[str], list[str]]:

@@ -1,13 +1,18 @@
-"""Is system B's BLEU better than baseline A's? The sign test and paired bootstrap resampling.
+"""Is system B better than baseline A? sacreBLEU's paired tests, the sign test, and a bootstrap for RIBES.
 
-Both tests work on per-sentence BLEU sufficient statistics (``ordo.evaluation.bleu.sentence_stats``),
-so a re-scored corpus costs one vector sum instead of re-tokenizing and re-counting n-grams.
-BLEU here is sacreBLEU's default corpus BLEU (Papineni et al., 2002; Post, 2018).
+- Paired bootstrap resampling (Koehn, 2004, "Statistical significance tests for machine translation
+  evaluation", EMNLP) and approximate randomization (Riezler & Maxwell, 2005, "On some pitfalls in automatic
+  evaluation and significance testing for MT", ACL workshop) over BLEU, chrF and TER are sacreBLEU's own
+  (``sacrebleu.significance.PairedTest``, the tests behind ``sacrebleu --paired-bs`` and ``--paired-ar``).
+  Both p-values are two-sided: the chance of a difference at least as large as the observed one if the
+  two systems were interchangeable.
+- The sign test on corpus BLEU: Collins, Koehn & Kučerová (2005), "Clause restructuring for statistical
+  machine translation", ACL, §5. sacreBLEU has none.
+- The paired bootstrap of a mean of sentence scores (RIBES, which sacreBLEU does not compute) draws the
+  same resampled test sets as sacreBLEU's bootstrap and computes its p-value the same way.
 
-- Sign test: Collins, Koehn & Kučerová (2005), "Clause restructuring for statistical machine
-  translation", ACL, §5.
-- Paired bootstrap resampling: Koehn (2004), "Statistical significance tests for machine
-  translation evaluation", EMNLP.
+Resampling is seeded: sacreBLEU reads ``SACREBLEU_SEED`` (default 12345) and records the seed and the
+number of samples in each test's signature.
 """
 
 from __future__ import annotations
@@ -16,9 +21,12 @@ import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
+from sacrebleu.metrics import BLEU, CHRF, TER
+from sacrebleu.metrics.base import Metric
+from sacrebleu.significance import PairedTest, Result
 
 from ordo.errors import InputError
 from ordo.evaluation.bleu import bleu_from_stats, check_corpus, read_hyp_ref, sentence_stats
@@ -27,6 +35,12 @@ TIE_TOLERANCE = 1e-9
 """BLEU points (0-100) below which a sentence swap counts as leaving corpus BLEU unchanged.
 
 Far below the effect of one n-gram in any real corpus; it only absorbs floating-point noise."""
+
+METRICS = ("bleu", "chrf", "ter")
+"""The metrics of :func:`paired_tests`: sacreBLEU's BLEU, chrF and TER with their default settings."""
+
+SACREBLEU_SEED = 12345
+"""sacreBLEU's default resampling seed (when ``SACREBLEU_SEED`` is unset)."""
 
 
 @dataclass(frozen=True)
@@ -47,41 +61,45 @@ class SignTestResult:
 
 
 @dataclass(frozen=True)
-class BootstrapResult:
-    """Outcome of paired bootstrap resampling (Koehn, 2004).
+class PairedComparison:
+    """sacreBLEU's two paired tests of one metric, system B against baseline A.
 
     Attributes:
-        bleu_a: corpus BLEU of the baseline A on the full test set.
-        bleu_b: corpus BLEU of system B on the full test set.
-        mean_a: mean BLEU of A over the bootstrap samples.
-        ci_a: A's 95% interval ``(low, high)``: the samples' BLEU with the top and bottom 2.5% dropped.
-        mean_b: mean BLEU of B over the bootstrap samples.
-        ci_b: B's 95% interval, as ``ci_a``.
-        p_value: one-sided, for "B is better than A":
-            ``(1 + #{samples: BLEU_B - BLEU_A <= 0}) / (num_samples + 1)``.
-        num_samples: number of bootstrap samples drawn.
-        seed: seed of the NumPy generator that drew them.
+        metric: sacreBLEU's name of the metric: ``BLEU``, ``chrF2`` or ``TER`` (for TER lower is better).
+        score_a: A's corpus score on the full test set (0-100).
+        score_b: B's corpus score.
+        mean_a: A's mean score over the bootstrap samples.
+        ci_a: half the width of A's 95% bootstrap interval (sacreBLEU's "μ ± 95% CI").
+        mean_b: B's mean score over the bootstrap samples.
+        ci_b: half the width of B's 95% bootstrap interval.
+        bootstrap_p: two-sided p-value of paired bootstrap resampling.
+        randomization_p: two-sided p-value of approximate randomization.
+        bootstrap_signature: sacreBLEU's signature of the metric with the bootstrap's seed and samples.
+        randomization_signature: the same with approximate randomization's seed and trials.
     """
 
-    bleu_a: float
-    bleu_b: float
+    metric: str
+    score_a: float
+    score_b: float
     mean_a: float
-    ci_a: tuple[float, float]
+    ci_a: float
     mean_b: float
-    ci_b: tuple[float, float]
-    p_value: float
-    num_samples: int
-    seed: int
+    ci_b: float
+    bootstrap_p: float
+    randomization_p: float
+    bootstrap_signature: str
+    randomization_signature: str
 
 
-def _paired_stats(
-    hyps_a: Sequence[str], hyps_b: Sequence[str], refs: Sequence[str], lowercase: bool
-) -> tuple[np.ndarray, np.ndarray]:
-    """Sentence statistics of both systems against the same references, each ``(N, 10)``."""
+def _check_pair(hyps_a: Sequence[str], hyps_b: Sequence[str], refs: Sequence[str]) -> None:
+    """Reject two systems that cannot be compared on ``refs``.
+
+    Raises:
+        InputError: when the three lists differ in length or are empty.
+    """
     if len(hyps_a) != len(hyps_b):
         raise InputError(f"system A has {len(hyps_a)} sentences but system B has {len(hyps_b)}")
     check_corpus(hyps_a, refs)
-    return sentence_stats(hyps_a, refs, lowercase), sentence_stats(hyps_b, refs, lowercase)
 
 
 def sign_test_p_value(better: int, worse: int) -> float:
@@ -120,117 +138,164 @@ def sign_test(
     Raises:
         InputError: when the three lists differ in length or are empty.
     """
-    stats_a, stats_b = _paired_stats(hyps_a, hyps_b, refs, lowercase)
+    _check_pair(hyps_a, hyps_b, refs)
+    stats_a, stats_b = sentence_stats(hyps_a, refs, lowercase), sentence_stats(hyps_b, refs, lowercase)
     total_a = stats_a.sum(axis=0)  # (10,)
     swapped = total_a[None, :] - stats_a + stats_b  # (N, 10)
-    delta = bleu_from_stats(swapped) - bleu_from_stats(total_a)  # (N,)
+    baseline = bleu_from_stats(total_a)
+    delta = np.array([bleu_from_stats(row) for row in swapped]) - baseline  # (N,)
     better = int((delta > TIE_TOLERANCE).sum())
     worse = int((delta < -TIE_TOLERANCE).sum())
     ties = len(delta) - better - worse
     return SignTestResult(better, worse, ties, sign_test_p_value(better, worse))
 
 
-def _resample_counts(num_sentences: int, num_samples: int, rng: np.random.Generator) -> np.ndarray:
-    """How often each sentence is drawn in each bootstrap sample (draws with replacement).
+def _metric(name: str, lowercase: bool) -> Metric:
+    """A fresh sacreBLEU metric by ordo's name (one of :data:`METRICS`); TER keeps sacreBLEU's default
+    case-insensitive matching, which its signature records."""
+    if name == "bleu":
+        # force=True only silences the "tokenized period" warning; corpus_scores already gives it.
+        return BLEU(lowercase=lowercase, force=True)
+    if name == "chrf":
+        return CHRF(lowercase=lowercase)
+    if name == "ter":
+        return TER()
+    raise InputError(f"unknown metric {name!r} (choose from {', '.join(METRICS)})")
 
-    Shape:
-        Returns ``(num_samples, num_sentences)`` float64, each row summing to ``num_sentences``.
+
+def _sacrebleu_test(
+    hyps_a: Sequence[str], hyps_b: Sequence[str], refs: Sequence[str], test_type: str, samples: int,
+    metrics: Sequence[str], lowercase: bool,
+) -> tuple[dict[str, str], dict[str, tuple[Result, Result]]]:
+    """Run ``sacrebleu.significance.PairedTest`` (``test_type`` ``"bs"`` or ``"ar"``) of B against A.
+
+    Returns:
+        The formatted signature and the (A, B) results of each metric, keyed by sacreBLEU's metric name.
+
+    Raises:
+        InputError: when ``samples < 1`` (sacreBLEU would take 0 for its default).
     """
-    draws = rng.integers(0, num_sentences, size=(num_samples, num_sentences))  # (S, N)
-    flat = draws + num_sentences * np.arange(num_samples)[:, None]  # (S, N) indices into S*N
-    counts = np.bincount(flat.ravel(), minlength=num_samples * num_sentences)
-    return counts.reshape(num_samples, num_sentences).astype(np.float64)  # (S, N)
+    if samples < 1:
+        raise InputError(f"the number of samples must be at least 1, got {samples}")
+    test = PairedTest([("A", list(hyps_a)), ("B", list(hyps_b))], {name: _metric(name, lowercase) for name in metrics},
+                      [list(refs)], test_type=test_type, n_samples=samples)
+    signatures, columns = test()
+    results = {name: cast("tuple[Result, Result]", tuple(columns[name])) for name in signatures}
+    return {name: signature.format() for name, signature in signatures.items()}, results
 
 
-def _interval_95(scores: np.ndarray) -> tuple[float, float]:
-    """Drop the top and bottom 2.5% of ``scores`` and return the extremes left (Koehn, 2004)."""
-    ordered = np.sort(scores)
-    dropped = len(ordered) // 40
-    return float(ordered[dropped]), float(ordered[len(ordered) - dropped - 1])
+def _p_value(result: Result, identical: bool) -> float:
+    """System B's p-value from sacreBLEU, or 1 for two identical systems.
+
+    sacreBLEU counts only resampled differences strictly larger than the observed one, so a system
+    compared with itself would get the smallest p-value there is, ``1 / (samples + 1)``.
+    """
+    return 1.0 if identical else float(cast(float, result.p_value))
 
 
-def paired_bootstrap(
+def paired_tests(
     hyps_a: Sequence[str],
     hyps_b: Sequence[str],
     refs: Sequence[str],
-    num_samples: int = 1000,
-    seed: int = 12345,
+    bootstrap_samples: int = 1000,
+    randomization_trials: int = 10000,
     lowercase: bool = False,
-) -> BootstrapResult:
-    """Paired bootstrap resampling of Koehn (2004) on corpus BLEU.
+    metrics: Sequence[str] = METRICS,
+) -> list[PairedComparison]:
+    """sacreBLEU's paired bootstrap resampling and approximate randomization of B against baseline A.
 
-    Draws ``num_samples`` test sets of N sentences with replacement, the same draws for both
-    systems, and scores both on each. The p-value is the standard one-sided one for "B is better
-    than A", with the +1 correction that keeps it valid for few samples:
-    ``(#{samples: BLEU_B - BLEU_A <= 0} + 1) / (num_samples + 1)``. Identical systems give 1;
-    to test "A is better than B", swap the arguments. (sacreBLEU's ``--paired-bs`` instead
-    reports a two-sided p-value of the centred absolute difference.)
+    Both tests are two-sided, as ``sacrebleu --paired-bs`` and ``--paired-ar`` report them. Two
+    identical systems get p = 1 from both.
 
     Args:
         hyps_a: baseline outputs (detokenized).
         hyps_b: the other system's outputs, aligned with ``hyps_a``.
         refs: references, aligned with both.
-        num_samples: bootstrap samples to draw.
-        seed: seed of ``numpy.random.default_rng``; equal seeds give equal results.
-        lowercase: case-insensitive BLEU.
+        bootstrap_samples: resampled test sets of the bootstrap (sacreBLEU's default 1000).
+        randomization_trials: shuffles of approximate randomization (sacreBLEU's default 10000).
+        lowercase: case-insensitive BLEU and chrF (TER is case-insensitive as sacreBLEU's default).
+        metrics: a subset of :data:`METRICS`, in the order of the result.
+
+    Returns:
+        One :class:`PairedComparison` per metric.
+
+    Raises:
+        InputError: when the lists differ in length or are empty, a metric is unknown, or a number of
+            samples is below 1.
+    """
+    _check_pair(hyps_a, hyps_b, refs)
+    identical = list(hyps_a) == list(hyps_b)
+    bs_signatures, bootstrap = _sacrebleu_test(hyps_a, hyps_b, refs, "bs", bootstrap_samples, metrics, lowercase)
+    ar_signatures, randomization = _sacrebleu_test(hyps_a, hyps_b, refs, "ar", randomization_trials, metrics,
+                                                   lowercase)
+    comparisons = []
+    for name, (result_a, result_b) in bootstrap.items():
+        comparisons.append(PairedComparison(
+            metric=name, score_a=float(result_a.score), score_b=float(result_b.score),
+            mean_a=float(cast(float, result_a.mean)), ci_a=float(cast(float, result_a.ci)),
+            mean_b=float(cast(float, result_b.mean)), ci_b=float(cast(float, result_b.ci)),
+            bootstrap_p=_p_value(result_b, identical),
+            randomization_p=_p_value(randomization[name][1], identical),
+            bootstrap_signature=bs_signatures[name], randomization_signature=ar_signatures[name],
+        ))
+    return comparisons
+
+
+def bleu_bootstrap_p(
+    hyps_a: Sequence[str], hyps_b: Sequence[str], refs: Sequence[str], num_samples: int = 1000,
+    lowercase: bool = False,
+) -> float:
+    """Two-sided p-value of sacreBLEU's paired bootstrap resampling of the BLEU difference of A and B
+    (1 for identical systems), without the other tests of :func:`paired_tests`.
 
     Raises:
         InputError: when the lists differ in length or are empty, or ``num_samples < 1``.
     """
-    if num_samples < 1:
-        raise InputError(f"num_samples must be at least 1, got {num_samples}")
-    stats_a, stats_b = _paired_stats(hyps_a, hyps_b, refs, lowercase)
-    counts = _resample_counts(len(stats_a), num_samples, np.random.default_rng(seed))  # (S, N)
-    sample_stats = counts @ np.concatenate([stats_a, stats_b], axis=1)  # (S, 20)
-    scores_a = bleu_from_stats(sample_stats[:, : stats_a.shape[1]])  # (S,)
-    scores_b = bleu_from_stats(sample_stats[:, stats_a.shape[1] :])  # (S,)
-    not_better = int((scores_b - scores_a <= 0).sum())
-    return BootstrapResult(
-        bleu_a=float(bleu_from_stats(stats_a.sum(axis=0))),
-        bleu_b=float(bleu_from_stats(stats_b.sum(axis=0))),
-        mean_a=float(scores_a.mean()),
-        ci_a=_interval_95(scores_a),
-        mean_b=float(scores_b.mean()),
-        ci_b=_interval_95(scores_b),
-        p_value=(not_better + 1) / (num_samples + 1),
-        num_samples=num_samples,
-        seed=seed,
-    )
+    _check_pair(hyps_a, hyps_b, refs)
+    _, results = _sacrebleu_test(hyps_a, hyps_b, refs, "bs", num_samples, ["bleu"], lowercase)
+    return _p_value(results["BLEU"][1], list(hyps_a) == list(hyps_b))
 
 
 def paired_bootstrap_mean(scores_a: Sequence[float], scores_b: Sequence[float], num_samples: int = 1000,
-                          seed: int = 12345) -> float:
-    """Paired bootstrap (Koehn 2004) of a metric that is the mean of sentence scores (RIBES): the one-sided
-    p-value for "B's mean is higher", ``(#{samples: mean_B - mean_A <= 0} + 1) / (num_samples + 1)``."""
+                          seed: int = SACREBLEU_SEED) -> float:
+    """Two-sided paired bootstrap p-value of the difference of two means of sentence scores (RIBES).
+
+    sacreBLEU's paired bootstrap applied to a metric that is a mean of sentence scores: it draws the
+    same resampled test sets (``numpy.random.default_rng(seed).choice``; with sacreBLEU's seed, the
+    very samples of its BLEU bootstrap) and returns ``(1 + #{samples: |d| - mean(|d|) > |d_obs|}) /
+    (num_samples + 1)`` for the samples' absolute differences ``|d|`` of the means and the observed one
+    ``|d_obs|``. Identical score lists give 1.
+
+    Raises:
+        InputError: when the lists differ in length or are empty, or ``num_samples < 1``.
+    """
     if len(scores_a) != len(scores_b) or not scores_a:
         raise InputError(f"paired scores: {len(scores_a)} and {len(scores_b)} sentences")
-    counts = _resample_counts(len(scores_a), num_samples, np.random.default_rng(seed))  # (S, N)
-    differences = counts @ (np.asarray(scores_b) - np.asarray(scores_a)) / len(scores_a)  # (S,)
-    return (int((differences <= 0).sum()) + 1) / (num_samples + 1)
-
-
-def two_sided_bootstrap_p(hyps_a: Sequence[str], hyps_b: Sequence[str], refs: Sequence[str],
-                          num_samples: int = 1000, seed: int = 12345) -> float:
-    """Two-sided paired bootstrap p-value of a BLEU difference between A and B: twice the smaller of the
-    one-sided p-values of :func:`paired_bootstrap` ("B better" and "A better"), at most 1."""
-    b_better = paired_bootstrap(hyps_a, hyps_b, refs, num_samples, seed).p_value
-    a_better = paired_bootstrap(hyps_b, hyps_a, refs, num_samples, seed).p_value
-    return min(1.0, 2 * min(a_better, b_better))
+    if num_samples < 1:
+        raise InputError(f"the number of samples must be at least 1, got {num_samples}")
+    a, b = np.asarray(scores_a, dtype=np.float64), np.asarray(scores_b, dtype=np.float64)  # (N,)
+    if np.array_equal(a, b):
+        return 1.0
+    draws = np.random.default_rng(seed).choice(len(a), size=(num_samples, len(a)), replace=True)  # (S, N)
+    differences = np.abs(b[draws].mean(axis=1) - a[draws].mean(axis=1))  # (S,)
+    observed = abs(b.mean() - a.mean())
+    return (int((differences - differences.mean() > observed).sum()) + 1) / (num_samples + 1)
 
 
 def compare_files(
     hyp_a: str | Path,
     hyp_b: str | Path,
     ref: str | Path,
-    num_samples: int = 1000,
-    seed: int = 12345,
+    bootstrap_samples: int = 1000,
+    randomization_trials: int = 10000,
     lowercase: bool = False,
 ) -> dict[str, Any]:
-    """Sign test and paired bootstrap of system B (``hyp_b``) against baseline A (``hyp_a``).
+    """:func:`paired_tests` and :func:`sign_test` of system B (``hyp_b``) against baseline A (``hyp_a``).
 
     Returns:
-        ``{"sign_test": {...}, "paired_bootstrap": {...}}``, the fields of :class:`SignTestResult`
-        and :class:`BootstrapResult` as plain dicts (JSON-serialisable).
+        ``{"paired_tests": {metric: {...}}, "sign_test": {...}}``, the fields of
+        :class:`PairedComparison` (keyed by sacreBLEU's metric name) and :class:`SignTestResult` as
+        plain dicts (JSON-serialisable).
 
     Raises:
         InputError: naming the files when a system's line count differs from the reference's,
@@ -238,7 +303,8 @@ def compare_files(
     """
     hyps_a, refs = read_hyp_ref(hyp_a, ref)
     hyps_b, _ = read_hyp_ref(hyp_b, ref)
+    comparisons = paired_tests(hyps_a, hyps_b, refs, bootstrap_samples, randomization_trials, lowercase)
     return {
+        "paired_tests": {comparison.metric: asdict(comparison) for comparison in comparisons},
         "sign_test": asdict(sign_test(hyps_a, hyps_b, refs, lowercase)),
-        "paired_bootstrap": asdict(paired_bootstrap(hyps_a, hyps_b, refs, num_samples, seed, lowercase)),
     }

@@ -101,6 +101,25 @@ def test_evaluate_ribes_scores_order_and_its_bootstrap_sees_the_better_system(tm
     assert report["significance"]["ribes_p_value"] < 0.01
 
 
+def test_evaluate_compare_prints_sacrebleu_tests_for_three_metrics_and_the_sign_test(tmp_path, capsys):
+    refs = [f"the {n} cats sat on the mat near the old house" for n in range(20)]
+    (tmp_path / "ref").write_text("\n".join(refs) + "\n")
+    (tmp_path / "short").write_text("\n".join(r.rsplit(" ", 4)[0] for r in refs) + "\n")
+    args = ["evaluate", "--hyp", str(tmp_path / "short"), "--ref", str(tmp_path / "ref"), "--compare",
+            str(tmp_path / "ref"), "--bootstrap-samples", "100", "--randomization-trials", "200", "--ribes"]
+    assert main([*args, "--json"]) == 0
+    tests = json.loads(capsys.readouterr().out)["significance"]["paired_tests"]
+    assert list(tests) == ["BLEU", "chrF2", "TER"]
+    assert all(test["bootstrap_p"] < 0.05 and test["randomization_p"] < 0.05 for test in tests.values())
+    assert main(args) == 0
+    lines = capsys.readouterr().out.splitlines()
+    for name in ("BLEU", "chrF2", "TER"):
+        assert any(line.split()[0] == name and "bootstrap p" in line and "randomization p" in line
+                   for line in lines if line.strip())
+    assert any(line.startswith("sign test over BLEU") for line in lines)
+    assert any(line.startswith("paired bootstrap over RIBES") for line in lines)
+
+
 def test_analyze_order_buckets_by_alignment_tau_and_checks_line_counts(tmp_path, capsys):
     refs = ["a b c d", "e f g h", "i j k l"]
     (tmp_path / "src").write_text("\n".join(refs) + "\n")

@@ -7,15 +7,16 @@ import random
 from fractions import Fraction
 from pathlib import Path
 
-import numpy as np
 import pytest
 from sacrebleu.metrics import BLEU
 
 from ordo.errors import InputError
 from ordo.evaluation.bleu import bleu_from_stats, corpus_scores, multi_bleu, score_files, sentence_stats
 from ordo.evaluation.significance import (
+    bleu_bootstrap_p,
     compare_files,
-    paired_bootstrap,
+    paired_bootstrap_mean,
+    paired_tests,
     sign_test,
     sign_test_p_value,
 )
@@ -154,13 +155,12 @@ def test_summed_stats_reproduce_sacrebleu_smoothing() -> None:
     assert float(bleu_from_stats(stats)) == pytest.approx(expected, abs=1e-9)
 
 
-def test_bleu_from_stats_is_vectorised() -> None:
+def test_bleu_from_stats_of_part_of_the_corpus_is_that_part_s_sacrebleu_score() -> None:
     refs = _sentences(12, seed=10)
-    stats = sentence_stats(_corrupt(refs, seed=11), refs)
-    halves = np.stack([stats[:6].sum(axis=0), stats[6:].sum(axis=0)])  # (2, 10)
-    scores = bleu_from_stats(halves)
-    assert scores.shape == (2,)
-    assert scores[1] == pytest.approx(float(bleu_from_stats(halves[1])))
+    hyps = _corrupt(refs, seed=11)
+    stats = sentence_stats(hyps, refs)
+    expected = BLEU().corpus_score(hyps[6:], [refs[6:]]).score
+    assert bleu_from_stats(stats[6:].sum(axis=0)) == pytest.approx(expected, abs=1e-9)
 
 
 @pytest.mark.parametrize(("hyps", "refs"), [(["a"], ["a", "b"]), ([], [])])
@@ -224,32 +224,89 @@ def test_sign_test_rejects_systems_of_different_length() -> None:
         sign_test(refs, refs[:2], refs)
 
 
-# --- paired bootstrap (Koehn, 2004) -----------------------------------------------------------------
+# --- sacreBLEU's paired tests: bootstrap resampling and approximate randomization ---------------------
 
 
-def test_bootstrap_identical_systems_not_significant() -> None:
-    refs = _sentences(30, seed=19)
-    hyps = _corrupt(refs, seed=20)
-    result = paired_bootstrap(hyps, hyps, refs, num_samples=200)
-    assert result.p_value > 0.4
-    assert result.bleu_a == result.bleu_b
+def _mirrored(num: int, seed: int) -> tuple[list[str], list[str], list[str]]:
+    """References whose second half repeats the first; A corrupts the first half, B the same sentences of
+    the second half in the same way. The systems differ on every corrupted line but score the same."""
+    half = _sentences(num // 2, seed=seed)
+    noisy = _corrupt(half, seed=seed + 1)
+    return noisy + half, half + noisy, half + half
 
 
-def test_bootstrap_clearly_better_system_is_significant() -> None:
+def test_paired_tests_find_the_clearly_better_system() -> None:
     refs = _sentences(30, seed=21)
-    result = paired_bootstrap(_corrupt(refs, seed=22), refs, refs, num_samples=200)
-    assert result.bleu_b > result.bleu_a
-    assert result.p_value < 0.05
-    for mean, (low, high) in ((result.mean_a, result.ci_a), (result.mean_b, result.ci_b)):
-        assert low <= mean <= high
+    hyps_a = _corrupt(_corrupt(refs, seed=22), seed=23)
+    comparisons = paired_tests(hyps_a, refs, refs, bootstrap_samples=200, randomization_trials=500)
+    assert [c.metric for c in comparisons] == ["BLEU", "chrF2", "TER"]
+    bleu, chrf, ter = comparisons
+    assert bleu.score_b > bleu.score_a and chrf.score_b > chrf.score_a and ter.score_b < ter.score_a
+    for comparison in comparisons:
+        assert comparison.bootstrap_p < 0.01
+        assert comparison.randomization_p < 0.01
+        assert comparison.ci_a > 0.0
+        assert "bs:200" in comparison.bootstrap_signature and "ar:500" in comparison.randomization_signature
 
 
-def test_bootstrap_is_reproducible_with_the_same_seed() -> None:
-    refs = _sentences(30, seed=23)
-    hyps_a, hyps_b = _corrupt(refs, seed=24), _corrupt(refs, seed=25)
-    first = paired_bootstrap(hyps_a, hyps_b, refs, num_samples=100, seed=7)
-    assert paired_bootstrap(hyps_a, hyps_b, refs, num_samples=100, seed=7) == first
-    assert paired_bootstrap(hyps_a, hyps_b, refs, num_samples=100, seed=8).mean_a != first.mean_a
+def test_paired_tests_of_equal_scores_are_not_significant() -> None:
+    hyps_a, hyps_b, refs = _mirrored(40, seed=24)
+    for comparison in paired_tests(hyps_a, hyps_b, refs, bootstrap_samples=200, randomization_trials=500):
+        assert comparison.score_a == pytest.approx(comparison.score_b)
+        assert comparison.bootstrap_p > 0.2
+        assert comparison.randomization_p > 0.2
+
+
+def test_paired_tests_of_a_system_against_itself_give_p_one() -> None:
+    refs = _sentences(20, seed=19)
+    hyps = _corrupt(refs, seed=20)
+    for comparison in paired_tests(hyps, hyps, refs, bootstrap_samples=50, randomization_trials=50):
+        assert (comparison.bootstrap_p, comparison.randomization_p) == (1.0, 1.0)
+        assert comparison.score_a == comparison.score_b
+
+
+def test_bleu_bootstrap_p_is_the_bleu_bootstrap_of_paired_tests() -> None:
+    refs = _sentences(30, seed=25)
+    hyps_a, hyps_b = _corrupt(refs, seed=26), _corrupt(refs, seed=27)
+    bleu = paired_tests(hyps_a, hyps_b, refs, bootstrap_samples=100, randomization_trials=10, metrics=["bleu"])
+    assert [c.metric for c in bleu] == ["BLEU"]
+    assert bleu_bootstrap_p(hyps_a, hyps_b, refs, num_samples=100) == bleu[0].bootstrap_p
+
+
+def test_paired_tests_reject_bad_arguments() -> None:
+    refs = _sentences(3, seed=28)
+    with pytest.raises(InputError):
+        paired_tests(refs, refs[:2], refs)
+    with pytest.raises(InputError, match="at least 1"):
+        paired_tests(refs, refs, refs, bootstrap_samples=0)
+    with pytest.raises(InputError, match="unknown metric"):
+        paired_tests(refs, refs, refs, metrics=["meteor"])
+
+
+# --- paired bootstrap of a mean of sentence scores (RIBES) ----------------------------------------------
+
+
+def test_mean_bootstrap_finds_the_clearly_better_system() -> None:
+    rng = random.Random(29)
+    scores_a = [rng.uniform(0.2, 0.6) for _ in range(40)]
+    scores_b = [score + 0.2 for score in scores_a]
+    assert paired_bootstrap_mean(scores_a, scores_b, num_samples=200) < 0.01
+    assert paired_bootstrap_mean(scores_b, scores_a, num_samples=200) < 0.01
+
+
+def test_mean_bootstrap_of_equal_means_is_not_significant() -> None:
+    rng = random.Random(30)
+    half = [rng.uniform(0.0, 1.0) for _ in range(20)]
+    lower = [score / 2 for score in half]
+    assert paired_bootstrap_mean(lower + half, half + lower, num_samples=200) > 0.2
+    assert paired_bootstrap_mean(half, half, num_samples=200) == 1.0
+
+
+def test_mean_bootstrap_rejects_unpaired_scores() -> None:
+    with pytest.raises(InputError):
+        paired_bootstrap_mean([0.1, 0.2], [0.1])
+    with pytest.raises(InputError):
+        paired_bootstrap_mean([], [])
 
 
 def test_compare_files_names_the_mismatched_file(tmp_path: Path) -> None:
@@ -258,7 +315,8 @@ def test_compare_files_names_the_mismatched_file(tmp_path: Path) -> None:
     good = _write(tmp_path / "base.txt", _corrupt(refs, seed=27))
     short = _write(tmp_path / "short.txt", refs[:3])
     with pytest.raises(InputError, match="short.txt.*ref.txt"):
-        compare_files(good, short, ref, num_samples=10)
-    report = compare_files(good, ref, ref, num_samples=50)
-    assert set(report) == {"sign_test", "paired_bootstrap"}
+        compare_files(good, short, ref, bootstrap_samples=10, randomization_trials=10)
+    report = compare_files(good, ref, ref, bootstrap_samples=50, randomization_trials=50)
+    assert set(report) == {"paired_tests", "sign_test"}
+    assert set(report["paired_tests"]) == {"BLEU", "chrF2", "TER"}
     assert report["sign_test"]["better"] == 4

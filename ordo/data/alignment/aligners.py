@@ -8,7 +8,6 @@ whitespace tokens; an empty side (which eflomal rejects) gets no links.
 
 from __future__ import annotations
 
-import importlib
 import logging
 import tempfile
 from collections.abc import Iterator
@@ -18,18 +17,27 @@ from types import ModuleType
 from ordo.data.alignment.links import Link, format_links, read_links, split_words
 from ordo.data.alignment.symmetrize import SYMMETRIZATIONS
 from ordo.data.textio import atomic_write, iter_lines
-from ordo.errors import ConfigError, InputError, OrdoError
+from ordo.errors import ConfigError, InputError, import_extra
 
 logger = logging.getLogger("ordo.align")
 
-ALIGNERS = ("eflomal", "fast_align")
+ALIGNER_MODULES = {"eflomal": ("eflomal", "align"), "fast_align": ("systran_align", "fast_align")}
+"""Each aligner's Python module and the extra of ordo that installs it (``pip install 'ordo[align]'``)."""
+
+ALIGNERS = tuple(ALIGNER_MODULES)
 
 
-def _import(module: str, package: str) -> ModuleType:
-    try:
-        return importlib.import_module(module)
-    except ImportError:
-        raise OrdoError(f"the {package} aligner is not installed: pip install {package}") from None
+def aligner_module(aligner: str) -> ModuleType:
+    """The Python module behind ``aligner`` (one of :data:`ALIGNERS`).
+
+    Raises:
+        ConfigError: for an unknown aligner.
+        MissingExtraError: naming the extra of ordo that installs it, when it is not installed.
+    """
+    if aligner not in ALIGNER_MODULES:
+        raise ConfigError(f"unknown aligner {aligner!r} (choose from {', '.join(ALIGNERS)})")
+    module, extra = ALIGNER_MODULES[aligner]
+    return import_extra(module, extra)
 
 
 def _aligner_line(text: str) -> str:
@@ -56,14 +64,14 @@ def _write_sides(src: Path, tgt: Path, workdir: Path) -> tuple[Path, Path, int]:
 
 
 def _run_eflomal(src: Path, tgt: Path, forward: Path, backward: Path) -> None:
-    eflomal = _import("eflomal", "eflomal")
+    eflomal = aligner_module("eflomal")
     with open(src, encoding="utf-8") as s_handle, open(tgt, encoding="utf-8") as t_handle:
         eflomal.Aligner().align(s_handle, t_handle, links_filename_fwd=str(forward), links_filename_rev=str(backward),
                                 quiet=True)
 
 
 def _run_fast_align(src: Path, tgt: Path, forward: Path, backward: Path) -> None:
-    systran_align = _import("systran_align", "systran-align")
+    systran_align = aligner_module("fast_align")
     joint = src.parent / "joint.txt"
     with open(src, encoding="utf-8") as s_handle, open(tgt, encoding="utf-8") as t_handle, \
             open(joint, "w", encoding="utf-8") as out:
@@ -88,11 +96,10 @@ def align_files(
 
     Raises:
         ConfigError: for an unknown aligner or symmetrization.
-        OrdoError: when the aligner's package is missing (naming what to install).
+        MissingExtraError: when the aligner's package is missing (naming the extra of ordo that installs it).
         InputError: when the files differ in line count.
     """
-    if aligner not in ALIGNERS:
-        raise ConfigError(f"unknown aligner {aligner!r} (choose from {', '.join(ALIGNERS)})")
+    aligner_module(aligner)  # fail before the corpus is copied
     if symmetrization not in SYMMETRIZATIONS:
         raise ConfigError(f"unknown symmetrization {symmetrization!r} (choose from {', '.join(SYMMETRIZATIONS)})")
     combine = SYMMETRIZATIONS[symmetrization]
