@@ -34,7 +34,7 @@ from ordo.data.textio import atomic_write, read_yaml
 from ordo.data.vocab import TokenVocab, Vocab, load_vocab
 from ordo.decoding.search import Hypothesis
 from ordo.decoding.translator import translate_rows
-from ordo.errors import CheckpointError, ConfigError
+from ordo.errors import CheckpointError, ConfigError, TrainingInterrupted
 from ordo.training.checkpoint import (
     BEST_NAME,
     average_checkpoints,
@@ -161,7 +161,13 @@ def train(cfg: ExperimentConfig, run_dir: str | Path) -> Progress:
             yaml.safe_dump({"parameters": params, "methods": sorted(cfg.model.methods)}, handle)
         _copy_data_meta(meta, data_dir, run_dir)
     trainer = Trainer(built.model, cfg, run_dir, built.losses, built.fields)
-    return trainer.train()
+    try:
+        progress = trainer.train()
+    except TrainingInterrupted:  # every process stopped at the same update: they all close, as below
+        trainer.dist.close()
+        raise
+    trainer.dist.close()  # not after other errors: tearing down while others are in a collective can hang
+    return progress
 
 
 def resolve_checkpoint(run_dir: Path, checkpoint: str) -> Path:

@@ -14,7 +14,7 @@ from itertools import islice
 from pathlib import Path
 from typing import IO, Any
 
-from ordo.errors import ConfigError, InputError, OrdoError
+from ordo.errors import ConfigError, InputError, OrdoError, TrainingInterrupted
 
 
 def _add_prepare(sub: argparse._SubParsersAction) -> None:
@@ -527,13 +527,17 @@ VERBS = {
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of the ``ordo`` console script; user errors print one line and exit with status 2."""
+    """Entry point of the ``ordo`` console script; user errors print one line and exit with status 2, training
+    stopped by SIGINT or SIGTERM (after saving a checkpoint) with 128 + the signal's number."""
     args = build_parser().parse_args(argv)
     try:
         VERBS[args.verb](args)
     except OrdoError as err:
         print(f"ordo {args.verb}: error: {err}", file=sys.stderr)
         return 2
+    except TrainingInterrupted as err:
+        print(f"ordo {args.verb}: {err}", file=sys.stderr)
+        return 128 + err.signal_number
     except KeyboardInterrupt:
         print(f"ordo {args.verb}: interrupted", file=sys.stderr)
         return 130

@@ -1,4 +1,5 @@
-"""Errors that ordo reports to the user as a one-line message (the CLI exits with status 2)."""
+"""Errors that ordo reports to the user as a one-line message (the CLI exits with status 2), and the
+interruption of training by a signal (status 128 + the signal's number)."""
 
 import importlib
 from types import ModuleType
@@ -17,7 +18,7 @@ class ConfigError(OrdoError):
 
 
 class CheckpointError(OrdoError):
-    """A missing, truncated or incompatible checkpoint."""
+    """A missing, truncated or incompatible checkpoint, or one that cannot be saved."""
 
 
 class MissingExtraError(OrdoError):
@@ -34,3 +35,12 @@ def import_extra(module: str, extra: str) -> ModuleType:
         return importlib.import_module(module)
     except ImportError:
         raise MissingExtraError(f"{module} is not installed; pip install 'ordo[{extra}]'") from None
+
+
+class TrainingInterrupted(Exception):
+    """Training stopped on SIGINT or SIGTERM after saving a checkpoint; the CLI exits with status
+    128 + ``signal_number`` (130 for Ctrl-C, 143 for SIGTERM), as a process killed by that signal would."""
+
+    def __init__(self, signal_number: int, message: str) -> None:
+        super().__init__(message)
+        self.signal_number = signal_number

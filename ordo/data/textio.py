@@ -100,12 +100,23 @@ def _umask() -> int:
     return mask
 
 
+def fsync_directory(path: str | Path) -> None:
+    """Flush the entries of directory ``path`` to disk, so that a rename into it survives a power loss."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 @contextmanager
 def atomic_write(path: str | Path, mode: str = "w", encoding: str | None = "utf-8") -> Iterator[IO]:
     """Write to a temporary file beside ``path`` and rename it over ``path`` only on success.
 
-    An interrupted write leaves the previous ``path`` (if any) untouched. The file gets the usual
-    permissions (0666 minus the umask), not the private ones of a temporary file.
+    An interrupted write leaves the previous ``path`` (if any) untouched, and no temporary file. The file
+    is flushed to disk before the rename and the folder after it, so that after a power loss ``path`` holds
+    either the old or the new content. The file gets the usual permissions (0666 minus the umask), not the
+    private ones of a temporary file.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -118,6 +129,7 @@ def atomic_write(path: str | Path, mode: str = "w", encoding: str | None = "utf-
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp_name, path)
+        fsync_directory(path.parent)
     except BaseException:
         if os.path.exists(tmp_name):
             os.unlink(tmp_name)

@@ -2,33 +2,46 @@
 
 from __future__ import annotations
 
-import os
 import re
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from ordo.data.textio import atomic_write
 from ordo.errors import CheckpointError
 
 STEP_PATTERN = re.compile(r"^step_(\d+)\.pt$")
+TEMP_PATTERN = re.compile(r"^\.(step_\d+|best)\.pt\.\w+\.tmp$")  # atomic_write's temporary files of the above
 BEST_NAME = "best.pt"
 
 
 def save_checkpoint(state: dict[str, Any], path: str | Path) -> None:
-    """``torch.save`` to a temporary file beside ``path``, then rename: an interrupted save loses nothing."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
+    """``torch.save`` through :func:`atomic_write`: an interrupted save leaves the previous ``path`` intact,
+    and a finished one is on disk (file and folder flushed) before this returns.
+
+    Raises:
+        CheckpointError: naming ``path`` and the reason when the save fails (a full disk); no temporary file
+        is left behind.
+    """
     try:
-        torch.save(state, tmp_name)
-        os.replace(tmp_name, path)
-    except BaseException:
-        if os.path.exists(tmp_name):
-            os.unlink(tmp_name)
-        raise
+        with atomic_write(path, "wb") as handle:
+            torch.save(state, handle)  # to a Python file: a failed write is an OSError with its errno
+    except OSError as err:
+        reason = err.strerror or str(err)
+        raise CheckpointError(f"{path}: cannot save checkpoint ({reason})") from None
+
+
+def remove_stale_temporaries(directory: str | Path) -> list[Path]:
+    """Delete the temporary files that saves of ``step_N.pt`` or ``best.pt`` killed mid-write left in
+    ``directory`` (``.step_N.pt.XXXX.tmp``); returns the paths removed."""
+    directory = Path(directory)
+    if not directory.is_dir():
+        return []
+    stale = sorted(p for p in directory.iterdir() if TEMP_PATTERN.match(p.name))
+    for path in stale:
+        path.unlink()
+    return stale
 
 
 def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") -> dict[str, Any]:
@@ -58,8 +71,14 @@ def step_checkpoints(directory: str | Path) -> list[Path]:
     return [p for _, p in sorted(found)]
 
 
-def prune_checkpoints(directory: str | Path, keep_last: int) -> None:
-    """Delete all but the newest ``keep_last`` periodic checkpoints."""
+def prune_checkpoints(directory: str | Path, keep_last: int, every: int = 1) -> None:
+    """Delete the checkpoints before the newest whose update is not a multiple of ``every`` (saved when a
+    signal stopped the run), so that the kept ones stay evenly spaced for averaging; then all but the newest
+    ``keep_last``."""
+    found = step_checkpoints(directory)
+    for path in found[:-1]:
+        if int(STEP_PATTERN.match(path.name).group(1)) % every:  # type: ignore[union-attr]
+            path.unlink()
     for path in step_checkpoints(directory)[:-keep_last] if keep_last > 0 else []:
         path.unlink()
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+from typing import Any
 
 import torch
 import torch.distributed as torch_dist
@@ -61,3 +62,33 @@ class DistributedContext:
         tensor = torch.tensor([value], dtype=torch.float64, device=self.device)
         torch_dist.all_reduce(tensor)
         return float(tensor.item())
+
+    def close(self) -> None:
+        """Tear the process group down, once every process is past its last collective operation (a process
+        that exits without it may abort in gloo's threads)."""
+        if torch_dist.is_initialized():
+            torch_dist.destroy_process_group()
+
+    def all_reduce_max(self, value: int) -> int:
+        """Largest ``value`` over all processes (how they agree on a decision any one of them may take)."""
+        if self.world_size == 1:
+            return value
+        tensor = torch.tensor([value], dtype=torch.int64, device=self.device)
+        torch_dist.all_reduce(tensor, op=torch_dist.ReduceOp.MAX)
+        return int(tensor.item())
+
+    def broadcast_object(self, value: Any) -> Any:
+        """Rank 0's ``value`` (picklable), on every process."""
+        if self.world_size == 1:
+            return value
+        box = [value]
+        torch_dist.broadcast_object_list(box, src=0)
+        return box[0]
+
+    def all_gather_object(self, value: Any) -> list[Any]:
+        """Every process's ``value`` (picklable), by rank."""
+        if self.world_size == 1:
+            return [value]
+        values: list[Any] = [None] * self.world_size
+        torch_dist.all_gather_object(values, value)
+        return values

@@ -1,8 +1,9 @@
 """The training loop: token batches, accumulation, clipping, validation, checkpoints, resume (SPEC §0).
 
-Resuming is exact: a checkpoint stores the model, the optimiser, the update count, the RNG states and the
-data position (epoch and batch within it); the batch list of an epoch is rebuilt from the seed, so a run
-that is interrupted and resumed ends with the same parameters as one that is not.
+Resuming is exact: a checkpoint stores the model, the optimiser, the update count, every process's RNG
+states and the data position (epoch and batch within it); the batch list of an epoch is rebuilt from the
+seed, so a run that is interrupted and resumed ends with the same parameters as one that is not. SIGINT or
+SIGTERM finishes the current update and saves such a checkpoint before the process stops.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import contextlib
 import dataclasses
 import logging
 import math
+import signal
 import time
 from collections import defaultdict
 from collections.abc import Iterator
@@ -30,7 +32,7 @@ from ordo.data.corpus import ParallelData
 from ordo.data.textio import read_lines
 from ordo.data.vocab import Vocab
 from ordo.decoding.translator import translate_rows
-from ordo.errors import CheckpointError
+from ordo.errors import CheckpointError, TrainingInterrupted
 from ordo.evaluation.bleu import corpus_scores
 from ordo.losses import AuxLoss, output_nll
 from ordo.precision import amp_dtype, autocast
@@ -38,13 +40,17 @@ from ordo.training.checkpoint import (
     BEST_NAME,
     load_checkpoint,
     prune_checkpoints,
+    remove_stale_temporaries,
     save_checkpoint,
     step_checkpoints,
 )
 from ordo.training.distributed import DistributedContext
+from ordo.training.interrupt import StopSignals
 from ordo.training.optim import build_optimizer, inverse_sqrt_lr, set_lr
 
 logger = logging.getLogger("ordo.train")
+
+SHARED_FILESYSTEM = "training on several machines needs the run directory on a filesystem they all share"
 
 
 @dataclass
@@ -109,11 +115,18 @@ class Trainer:
 
     # -- checkpoints -------------------------------------------------------------------------------
 
-    def state_dict(self, valid: ValidResult | None) -> dict[str, Any]:
-        """Everything a resumed run needs (weights-only loadable: tensors, numbers, strings, containers)."""
-        rng = {"torch": torch.get_rng_state()}
-        if torch.cuda.is_available():
-            rng["cuda"] = torch.cuda.get_rng_state(self.device) if self.device.type == "cuda" else torch.empty(0)
+    def rng_state(self) -> dict[str, torch.Tensor]:
+        """This process's random number generator states: torch's CPU one and, on a GPU, the CUDA one
+        (dropout draws from them; the batch order comes from the seed; nothing draws from Python's or NumPy's
+        generators)."""
+        state = {"torch": torch.get_rng_state()}
+        if self.device.type == "cuda":
+            state["cuda"] = torch.cuda.get_rng_state(self.device)
+        return state
+
+    def state_dict(self, valid: ValidResult | None, rng: list[dict[str, torch.Tensor]]) -> dict[str, Any]:
+        """Everything a resumed run needs (weights-only loadable: tensors, numbers, strings, containers);
+        ``rng`` holds every process's :meth:`rng_state`, by rank."""
         return {
             "model": self.model.state_dict(),
             "optimizer": self.optimizer.state_dict(),
@@ -124,24 +137,64 @@ class Trainer:
             "valid": None if valid is None else {"loss": valid.loss, "bleu": valid.bleu},
         }
 
-    def resume(self) -> bool:
-        """Restore the newest ``step_N.pt`` of this run, if any (else apply ``train.init_from``).
-
-        Returns whether it resumed."""
-        checkpoints = step_checkpoints(self.ckpt_dir)
-        if not checkpoints:
-            if self.tcfg.init_from:
-                self.initialise_from(Path(self.tcfg.init_from))
-            return False
-        state = load_checkpoint(checkpoints[-1], map_location=self.device)
+    def load_state(self, state: dict[str, Any]) -> None:
+        """Restore model, optimiser, scaler, progress and this process's RNG states from a checkpoint."""
         self.model.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
         self.scaler.load_state_dict(state["scaler"])
         self.progress = Progress(**state["progress"])
-        torch.set_rng_state(state["rng"]["torch"].cpu())
-        if self.device.type == "cuda" and state["rng"].get("cuda") is not None:
-            torch.cuda.set_rng_state(state["rng"]["cuda"].cpu(), self.device)
-        logger.info("resumed from %s (update %d, epoch %d)", checkpoints[-1], self.progress.step, self.progress.epoch)
+        saved = state["rng"]
+        if not isinstance(saved, list):  # checkpoints written before the states of every rank were kept
+            saved = [saved]
+        if len(saved) != self.dist.world_size:
+            logger.warning("the checkpoint holds the RNG states of %d processes, this run has %d: it will "
+                           "not repeat an uninterrupted run", len(saved), self.dist.world_size)
+        rng = saved[self.dist.rank] if self.dist.rank < len(saved) else saved[0]
+        torch.set_rng_state(rng["torch"].cpu())
+        if self.device.type == "cuda" and rng.get("cuda") is not None:
+            torch.cuda.set_rng_state(rng["cuda"].cpu(), self.device)
+
+    def pick_checkpoint(self) -> tuple[Path | None, dict[str, Any] | None, str | None]:
+        """Rank 0's choice of where to resume: ``(path, state, None)`` for the newest readable ``step_N.pt``,
+        warning about each newer one that cannot be read; ``(None, None, None)`` when there is none, and
+        ``(None, None, message)`` when none can be read. First removes temporary files of killed saves."""
+        for stale in remove_stale_temporaries(self.ckpt_dir):
+            logger.warning("removed %s, left by a checkpoint save that was killed", stale)
+        checkpoints = step_checkpoints(self.ckpt_dir)
+        for path in reversed(checkpoints):
+            try:
+                return path, load_checkpoint(path, map_location=self.device), None
+            except CheckpointError as err:
+                logger.warning("%s; falling back to the checkpoint before it", err)
+        if checkpoints:
+            message = f"{self.ckpt_dir}: none of its {len(checkpoints)} step_N.pt checkpoints can be read"
+            return None, None, message
+        return None, None, None
+
+    def resume(self) -> bool:
+        """Restore the newest readable ``step_N.pt`` of this run, if any (else apply ``train.init_from``).
+
+        Rank 0 picks the checkpoint (:meth:`pick_checkpoint`) and the other processes load the same file; when
+        one of them cannot (no shared filesystem), every process raises a CheckpointError rather than some
+        starting afresh. Returns whether it resumed."""
+        path, state, error = self.pick_checkpoint() if self.dist.is_main else (None, None, None)
+        path, error = self.dist.broadcast_object((path, error))
+        if error is not None:
+            raise CheckpointError(error)
+        if path is None:
+            if self.tcfg.init_from:
+                self.initialise_from(Path(self.tcfg.init_from))
+            return False
+        if state is None:
+            try:
+                state = load_checkpoint(path, map_location=self.device)
+            except CheckpointError as err:
+                error = f"rank {self.dist.rank}: {err} (rank 0 resumes from it; {SHARED_FILESYSTEM})"
+        if self.dist.all_reduce_max(int(error is not None)):
+            raise CheckpointError(error or f"{path}: another process cannot read it ({SHARED_FILESYSTEM})")
+        assert state is not None
+        self.load_state(state)
+        logger.info("resumed from %s (update %d, epoch %d)", path, self.progress.step, self.progress.epoch)
         return True
 
     def initialise_from(self, path: Path) -> None:
@@ -159,15 +212,19 @@ class Trainer:
         logger.info("initialised from %s; %d parameter tensors kept their own initialisation: %s", path,
                     len(missing), ", ".join(missing) or "none")
 
-    def save(self, valid: ValidResult | None, is_best: bool) -> None:
-        """Write ``step_N.pt`` (and ``best.pt``) on rank 0, then drop old periodic checkpoints."""
+    def save(self, valid: ValidResult | None, is_best: bool) -> Path:
+        """Write ``step_N.pt`` (and ``best.pt``) on rank 0, then drop old periodic checkpoints; returns the
+        path of ``step_N.pt``. Every process calls it: each one's RNG states go into the checkpoint."""
+        rng = self.dist.all_gather_object(self.rng_state())
+        path = self.ckpt_dir / f"step_{self.progress.step}.pt"
         if not self.dist.is_main:
-            return
-        state = self.state_dict(valid)
-        save_checkpoint(state, self.ckpt_dir / f"step_{self.progress.step}.pt")
+            return path
+        state = self.state_dict(valid, rng)
+        save_checkpoint(state, path)
         if is_best:
             save_checkpoint(state, self.ckpt_dir / BEST_NAME)
-        prune_checkpoints(self.ckpt_dir, self.tcfg.keep_last)
+        prune_checkpoints(self.ckpt_dir, self.tcfg.keep_last, self.tcfg.valid_every)
+        return path
 
     # -- data --------------------------------------------------------------------------------------
 
@@ -328,42 +385,80 @@ class Trainer:
         logger.info("train | %s", " | ".join(parts))
         stats.clear()
 
+    def agreed_stop(self, signal_number: int) -> tuple[int, str | None]:
+        """Whether to stop after this update, decided alike by every process: ``(signal, reason)``, ``signal``
+        being the number of a signal received (0: none) and ``reason`` None to go on.
+
+        A signal that any process received stops them all; the stopping conditions are rank 0's
+        (``train.max_minutes`` is measured per process), so all processes stop at the same update."""
+        reason = self.should_stop() if self.dist.is_main else None
+        code = self.dist.all_reduce_max(signal_number or int(reason is not None))  # a signal > 1, a limit 1
+        if code > 1:
+            return code, f"received {signal.Signals(code).name}"
+        return 0, (reason or "rank 0 reached a stopping condition") if code else None
+
     def train(self) -> Progress:
-        """Train until a stopping condition holds; validate and checkpoint every ``valid_every`` updates."""
-        self.resume()
-        set_lr(self.optimizer, inverse_sqrt_lr(max(self.progress.step, 1), self.tcfg))
-        reason = self.should_stop()
-        stats: dict[str, float] = _zero_stats()
-        total = self.tcfg.max_steps if self.tcfg.max_steps > 0 else None
-        bar = tqdm(total=total, initial=self.progress.step, disable=not (self.tcfg.progress and self.dist.is_main),
-                   unit="upd", dynamic_ncols=True)
-        last_saved = self.progress.step if reason else -1
-        log_start = time.perf_counter()
-        for group in ([] if reason else self.updates()):
-            start = time.perf_counter()
-            self.train_step(group, stats)
-            self.progress.train_seconds += time.perf_counter() - start
-            bar.update(1)
-            if self.progress.step % self.tcfg.log_every == 0:
-                bar.set_postfix(nll=f"{stats['nll'] / max(stats['tokens'], 1):.3f}", epoch=self.progress.epoch)
-                self.log_stats(stats, time.perf_counter() - log_start)
-                stats, log_start = _zero_stats(), time.perf_counter()
-            if self.progress.step % self.tcfg.valid_every == 0:
+        """Train until a stopping condition holds; validate and checkpoint every ``valid_every`` updates.
+
+        Raises:
+            TrainingInterrupted: after SIGINT or SIGTERM, once the current update is done and saved.
+        """
+        with StopSignals() as signals:
+            self.resume()
+            set_lr(self.optimizer, inverse_sqrt_lr(max(self.progress.step, 1), self.tcfg))
+            reason = self.should_stop()  # alike on every process: they all loaded the same progress
+            received = 0
+            stats: dict[str, float] = _zero_stats()
+            total = self.tcfg.max_steps if self.tcfg.max_steps > 0 else None
+            bar = tqdm(total=total, initial=self.progress.step,
+                       disable=not (self.tcfg.progress and self.dist.is_main), unit="upd", dynamic_ncols=True)
+            last_saved = self.progress.step if reason else -1
+            log_start = time.perf_counter()
+            for group in ([] if reason else self.updates()):
+                start = time.perf_counter()
+                self.train_step(group, stats)
+                self.progress.train_seconds += time.perf_counter() - start
+                bar.update(1)
+                if self.progress.step % self.tcfg.log_every == 0:
+                    nll = stats["nll"] / max(stats["tokens"], 1)
+                    bar.set_postfix(nll=f"{nll:.3f}", epoch=self.progress.epoch)
+                    self.log_stats(stats, time.perf_counter() - log_start)
+                    stats, log_start = _zero_stats(), time.perf_counter()
+                if self.progress.step % self.tcfg.valid_every == 0:
+                    valid = self.validate()
+                    self.save(valid, self.is_improvement(valid))
+                    last_saved = self.progress.step
+                received, reason = self.agreed_stop(signals.received)
+                if reason:
+                    break
+            bar.close()
+            if received:
+                self.stop_on_signal(received, last_saved)
+            if last_saved != self.progress.step:  # a signal now changes nothing: the run is finishing anyway
                 valid = self.validate()
                 self.save(valid, self.is_improvement(valid))
-                last_saved = self.progress.step
-            reason = self.should_stop()
-            if reason:
-                break
-        bar.close()
-        if last_saved != self.progress.step:
-            valid = self.validate()
-            self.save(valid, self.is_improvement(valid))
         seconds = max(self.progress.train_seconds, 1e-9)
         logger.info("done: %s; %d updates, %.1f min, %.0f src tok/s, %.0f tgt tok/s", reason or "finished the epochs",
                     self.progress.step, seconds / 60, self.progress.src_tokens / seconds,
                     self.progress.tgt_tokens / seconds)
         return self.progress
+
+    def stop_on_signal(self, signal_number: int, last_saved: int) -> None:
+        """Save the update just finished (unless a periodic checkpoint holds it), log, and raise.
+
+        Nothing is validated: the checkpoint's ``valid`` is None and ``best.pt`` is left alone, as they would
+        be at this update in an uninterrupted run.
+
+        Raises:
+            TrainingInterrupted: always.
+        """
+        path = self.ckpt_dir / f"step_{self.progress.step}.pt"
+        if last_saved != self.progress.step:
+            path = self.save(None, is_best=False)
+        name = signal.Signals(signal_number).name
+        message = f"stopped by {name} after update {self.progress.step}; saved {path} (run again to resume)"
+        logger.warning("%s", message)
+        raise TrainingInterrupted(signal_number, message)
 
 
 def _zero_stats() -> dict[str, float]:

@@ -87,3 +87,9 @@ def test_a_byte_order_mark_is_not_part_of_the_first_line(tmp_path):
 def test_yaml_numbers_as_users_write_them(text, value):
     parsed = parse_yaml(f"lr: {text}\n")["lr"]
     assert parsed == value and type(parsed) is type(value)
+
+
+def test_atomic_write_flushes_the_file_before_the_rename_and_the_folder_after(tmp_path, fsync_events):
+    with atomic_write(tmp_path / "f.txt") as handle:
+        handle.write("x\n")
+    assert fsync_events == ["fsync file", "replace", "fsync dir"]

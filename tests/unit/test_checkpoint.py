@@ -1,0 +1,54 @@
+"""Checkpoint files: durable atomic saves, a failed save as a one-line error, killed saves' temporary files."""
+
+import errno
+import os
+
+import pytest
+import torch
+
+from ordo.errors import CheckpointError
+from ordo.training.checkpoint import (
+    load_checkpoint,
+    prune_checkpoints,
+    remove_stale_temporaries,
+    save_checkpoint,
+    step_checkpoints,
+)
+
+
+def test_save_flushes_the_file_before_the_rename_and_the_folder_after(tmp_path, fsync_events):
+    save_checkpoint({"model": {"w": torch.ones(3)}}, tmp_path / "step_1.pt")
+    assert fsync_events == ["fsync file", "replace", "fsync dir"]
+    assert torch.equal(load_checkpoint(tmp_path / "step_1.pt")["model"]["w"], torch.ones(3))
+
+
+def test_a_full_disk_is_an_error_naming_the_file_and_leaves_no_temporary_file(tmp_path, monkeypatch):
+    save_checkpoint({"model": {"w": torch.zeros(2)}}, tmp_path / "step_1.pt")
+
+    def full_disk(state, handle):
+        handle.write(b"part of a checkpoint")
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(torch, "save", full_disk)
+    with pytest.raises(CheckpointError, match=r"step_1.pt: cannot save checkpoint \(No space left on device\)"):
+        save_checkpoint({"model": {"w": torch.ones(2)}}, tmp_path / "step_1.pt")
+    assert os.listdir(tmp_path) == ["step_1.pt"]
+    assert torch.equal(load_checkpoint(tmp_path / "step_1.pt")["model"]["w"], torch.zeros(2))
+
+
+def test_only_the_temporary_files_of_checkpoint_saves_are_removed(tmp_path):
+    ours = [".step_12.pt.a1_b2c3.tmp", ".best.pt.x9y8z7w6.tmp"]
+    others = ["step_12.pt", ".averaged.pt.abc123.tmp", ".config.yaml.abc123.tmp", "notes.tmp"]
+    for name in ours + others:
+        (tmp_path / name).write_bytes(b"x")
+    assert sorted(p.name for p in remove_stale_temporaries(tmp_path)) == sorted(ours)
+    assert sorted(os.listdir(tmp_path)) == sorted(others)
+
+
+def test_a_checkpoint_saved_off_the_validation_grid_goes_once_a_later_one_exists(tmp_path):
+    for step in (100, 200, 250, 300, 400, 437):  # 250: a SIGTERM; 437: the end of the run
+        (tmp_path / f"step_{step}.pt").write_bytes(b"x")
+    prune_checkpoints(tmp_path, keep_last=3, every=100)
+    assert [p.name for p in step_checkpoints(tmp_path)] == ["step_300.pt", "step_400.pt", "step_437.pt"]
+    prune_checkpoints(tmp_path, keep_last=5, every=100)
+    assert len(step_checkpoints(tmp_path)) == 3
