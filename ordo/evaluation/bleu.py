@@ -57,6 +57,8 @@ def corpus_scores(
         tokenized_bleu: also compute ``tok_bleu`` with :func:`multi_bleu` on whitespace tokens.
         lowercase: case-insensitive scores (recorded in the signatures as ``case:lc``).
 
+    sacreBLEU's warning about tokenized input is silenced when ``tokenized_bleu`` says the text is tokenized.
+
     Returns:
         ``{"bleu", "chrf", "bleu_signature", "chrf_signature"}`` and, when asked, ``"tok_bleu"``;
         scores are on the 0-100 scale.
@@ -65,7 +67,7 @@ def corpus_scores(
         InputError: when the lists differ in length or are empty.
     """
     check_corpus(hyps, refs)
-    bleu, chrf = BLEU(lowercase=lowercase), CHRF(lowercase=lowercase)
+    bleu, chrf = BLEU(lowercase=lowercase, force=tokenized_bleu), CHRF(lowercase=lowercase)
     scores: dict[str, float | str] = {
         "bleu": bleu.corpus_score(list(hyps), [list(refs)]).score,
         "chrf": chrf.corpus_score(list(hyps), [list(refs)]).score,

@@ -320,3 +320,15 @@ def test_compare_files_names_the_mismatched_file(tmp_path: Path) -> None:
     assert set(report) == {"paired_tests", "sign_test"}
     assert set(report["paired_tests"]) == {"BLEU", "chrF2", "TER"}
     assert report["sign_test"]["better"] == 4
+
+
+def test_tokenized_text_warns_only_when_not_declared_tokenized(caplog):
+    from ordo.evaluation.bleu import corpus_scores
+
+    lines = [f"line {i} ends with a period ." for i in range(120)]
+    with caplog.at_level("WARNING", logger="sacrebleu"):
+        corpus_scores(lines, lines, tokenized_bleu=True)
+    assert "detokenize" not in caplog.text
+    with caplog.at_level("WARNING", logger="sacrebleu"):
+        corpus_scores(lines, lines)
+    assert "detokenize" in caplog.text
