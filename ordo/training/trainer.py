@@ -50,6 +50,7 @@ from ordo.training.optim import build_optimizer, inverse_sqrt_lr, set_lr
 
 logger = logging.getLogger("ordo.train")
 
+PROCESS_SEED_STRIDE = 1_000_003  # process r > 0 draws dropout from seed + r x this, apart from rank 0's seed
 SHARED_FILESYSTEM = "training on several machines needs the run directory on a filesystem they all share"
 
 
@@ -101,6 +102,8 @@ class Trainer:
         self.device = self.dist.device
         self.model = model.to(self.device)
         self.wrapped = self.dist.wrap(self.model)
+        if self.dist.rank > 0:  # weights as rank 0's (DDP broadcasts them); a dropout stream of its own
+            torch.manual_seed(cfg.train.seed + PROCESS_SEED_STRIDE * self.dist.rank)
         self.losses = losses or []
         self.fields = fields
         self.optimizer = build_optimizer(self.model, self.tcfg)

@@ -183,3 +183,15 @@ def test_a_process_that_cannot_see_the_checkpoint_of_rank_0_stops_with_a_clear_e
     trainer = Trainer(model, cfg, tmp_path / "node1", dist=RankOneOfTwo(elsewhere))
     with pytest.raises(CheckpointError, match=f"rank 1: {elsewhere}: no such checkpoint .*share"):
         trainer.resume()
+
+
+def test_each_process_draws_dropout_from_a_stream_of_its_own(small_data, tmp_path):
+    cfg = load_config(None, [f"data={small_data}", *SETS])
+    model = api.build_for_data(cfg, DataMeta.load(small_data)).model
+    torch.manual_seed(cfg.train.seed)
+    rank_zero = torch.get_rng_state()
+    Trainer(model, cfg, tmp_path / "run", dist=RankOneOfTwo(tmp_path / "none.pt"))
+    assert not torch.equal(torch.get_rng_state(), rank_zero)
+    torch.manual_seed(cfg.train.seed)
+    Trainer(model, cfg, tmp_path / "run0")
+    assert torch.equal(torch.get_rng_state(), rank_zero)  # rank 0, or a single process, keeps the seed's stream
