@@ -34,6 +34,7 @@ from ordo.data.textio import atomic_write, read_yaml
 from ordo.data.vocab import TokenVocab, Vocab, load_vocab
 from ordo.decoding.search import Hypothesis
 from ordo.decoding.translator import translate_rows
+from ordo.detail import Candidate, ForcedPass, TranslationDetail, describe, forced_passes
 from ordo.errors import CheckpointError, ConfigError, TrainingInterrupted
 from ordo.training.checkpoint import (
     BEST_NAME,
@@ -230,6 +231,44 @@ class LoadedRun:
     def translate(self, sentences: list[str], **decode: Any) -> list[str]:
         """Detokenized best translation of each sentence (an empty or blank sentence gives an empty output)."""
         return [self.detokenize(hyps[0]) for hyps in self.translate_hypotheses(sentences, **decode)]
+
+    def translate_detailed(
+        self, sentences: list[str], attention: bool = True, references: list[str] | None = None, **decode: Any
+    ) -> list[TranslationDetail]:
+        """Each sentence's translation with its n-best list, pieces and, with ``attention``, the attention of its
+        best translation, word links, Kendall's τ, the source in the translation's order and ExGRE/ReFSR's
+        predicted positions (:mod:`ordo.detail`); ``references`` (one per sentence) add sentence RIBES.
+
+        Translations are those of :meth:`translate` (same search, same batching); ``decode`` overrides
+        DecodeConfig fields, and blank and over-long sentences are handled as there.
+
+        Raises:
+            ConfigError: when ``references`` is not one per sentence.
+        """
+        if references is not None and len(references) != len(sentences):
+            raise ConfigError(f"references: {len(references)} given for {len(sentences)} sentences")
+        cfg = replace_checked(self.cfg.decode, "decode", **decode)
+        rows, fields = self.encode_inputs(sentences, "input", cfg.long_lines)
+        hyps = translate_rows(self.model, rows, cfg, self.device, fields)
+        tgt_rows = [np.asarray(h[0].tokens, dtype=np.int64) for h in hyps]
+        forced = (forced_passes(self.model, rows, tgt_rows, self.device, fields, cfg.max_tokens) if attention
+                  else [ForcedPass() for _ in rows])
+        return [
+            describe(sentence, self.detokenize(hs[0]), [Candidate(self.detokenize(h), h.score) for h in hs],
+                     self.source_pieces(sentence, row), self.tgt_vocab.pieces(hs[0].tokens), passed,
+                     None if references is None else references[index])
+            for index, (sentence, row, hs, passed) in enumerate(zip(sentences, rows, hyps, forced))
+        ]
+
+    def source_pieces(self, sentence: str, row: np.ndarray) -> list[str]:
+        """The strings of a source row the model read: the sentence's own characters where SentencePiece
+        split it (an unknown piece shows what it stands for), else the vocabulary's pieces (lattice edges, a
+        token vocabulary, a row cut to the model's length)."""
+        if self.lattice is None and isinstance(self.src_vocab, Vocab):
+            pieces = self.src_vocab.text_pieces(sentence)
+            if len(pieces) == len(row):
+                return pieces
+        return self.src_vocab.pieces(row.tolist())
 
     def detokenize(self, hyp: Hypothesis) -> str:
         """Text of one hypothesis."""

@@ -194,11 +194,32 @@ def _add_export(sub: argparse._SubParsersAction) -> None:
                    help="store the weights quantized (default: float32)")
 
 
+def _add_serve(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("serve", help="a translation server (JSON API) with a web page that shows word order")
+    p.add_argument("--model", action="append", required=True, metavar="[NAME=]RUN",
+                   help="a run directory to serve, named NAME (default: the directory's name); repeatable, the "
+                        "first is the default model")
+    p.add_argument("--checkpoint", default="best", help="best | last | averaged | a path (for every model)")
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (default loopback; another is your choice)")
+    p.add_argument("--port", type=int, default=8080)
+    p.add_argument("--device", default="auto")
+    p.add_argument("--int8", action="store_true", help="dynamic int8 quantization of the projections (CPU only)")
+    p.add_argument("--max-batch-sentences", type=int, default=64, help="most sentences per request (413 beyond)")
+    p.add_argument("--max-sentence-tokens", type=int, default=0,
+                   help="most source tokens per sentence (413 beyond; default and cap: model.max_positions-1)")
+    p.add_argument("--timeout", type=float, default=30.0, help="seconds before a request gets 504 (default 30)")
+    p.add_argument("--batch-window-ms", type=float, default=5.0,
+                   help="how long the worker waits for requests to batch together (default 5)")
+    p.add_argument("--batch-tokens", type=int, default=6000,
+                   help="most source tokens the worker gathers from several requests (default 6000)")
+    p.add_argument("--max-queue-sentences", type=int, default=2048, help="most sentences waiting (503 beyond)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``ordo`` argument parser with all its verbs."""
     parser = argparse.ArgumentParser(prog="ordo", description="NMT toolkit with a focus on word order")
     sub = parser.add_subparsers(dest="verb", required=True)
-    for add in (_add_prepare, _add_train, _add_translate, _add_average, _add_evaluate, _add_analyze, _add_alignment_verbs, _add_export, _add_demo):
+    for add in (_add_prepare, _add_train, _add_translate, _add_average, _add_evaluate, _add_analyze, _add_alignment_verbs, _add_export, _add_demo, _add_serve):
         add(sub)
     return parser
 
@@ -511,6 +532,45 @@ def run_export(args: argparse.Namespace) -> None:
     print(export_ctranslate2(args.model, args.out, args.checkpoint, args.quantization))
 
 
+def _served_runs(specs: list[str]) -> list[tuple[str, Path]]:
+    """``[NAME=]RUN`` flags as (name, run directory) pairs; a name given twice is an error."""
+    named = []
+    for spec in specs:
+        name, sep, run = spec.partition("=")
+        named.append((name, Path(run)) if sep and name else (Path(spec).name or spec, Path(spec)))
+    names = [name for name, _ in named]
+    twice = sorted({name for name in names if names.count(name) > 1})
+    if twice:
+        raise ConfigError(f"--model: the name {twice[0]!r} is given twice (use NAME=RUN)")
+    return named
+
+
+def run_serve(args: argparse.Namespace) -> None:
+    """``ordo serve``: load every ``--model`` once, then serve them with uvicorn until interrupted."""
+    import logging
+
+    from ordo.errors import import_extra
+
+    import_extra("fastapi", "serve")
+    uvicorn = import_extra("uvicorn", "serve")
+    from ordo import api
+    from ordo.serve.app import ServeLimits, create_app
+
+    for flag, value in (("--max-batch-sentences", args.max_batch_sentences), ("--batch-tokens", args.batch_tokens),
+                        ("--max-queue-sentences", args.max_queue_sentences), ("--timeout", args.timeout)):
+        if value <= 0:
+            raise ConfigError(f"{flag}: {value} must be positive")
+    api.setup_logging()
+    runs = {name: api.load_run(run, args.checkpoint, args.device, int8=args.int8)
+            for name, run in _served_runs(args.model)}
+    limits = ServeLimits(args.max_batch_sentences, max(args.max_sentence_tokens, 0), args.timeout,
+                         args.batch_window_ms / 1000, args.batch_tokens, args.max_queue_sentences)
+    if args.host not in ("127.0.0.1", "localhost", "::1"):
+        logging.getLogger("ordo.serve").warning(
+            "binding %s: the server is reachable from other machines, without authentication", args.host)
+    uvicorn.run(create_app(runs, limits), host=args.host, port=args.port, log_level="warning")
+
+
 def run_demo(args: argparse.Namespace) -> None:
     """``ordo demo``."""
     from ordo.demo import run_demo as demo
@@ -523,6 +583,7 @@ VERBS = {
     "evaluate": run_evaluate, "analyze": run_analyze, "align": run_align,
     "evaluate-alignment": run_evaluate_alignment, "reorder": run_reorder, "export": run_export,
     "demo": run_demo,
+    "serve": run_serve,
 }
 
 

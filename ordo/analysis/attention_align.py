@@ -8,7 +8,7 @@ target word), 0-based, as ``ordo evaluate-alignment`` reads them.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 
 import numpy as np
 import torch
@@ -17,23 +17,8 @@ from ordo.api import LoadedRun
 from ordo.data.alignment.links import Link, split_words
 from ordo.data.alignment.reorder_field import pieces_per_word
 from ordo.data.batching import collate, epoch_batches
+from ordo.decoding.attention import ALIGNMENT, hard_links, pool_to_words
 from ordo.errors import InputError
-
-ALIGNMENT = "alignment"  # the extras key of (B, T, S) attention weights
-
-
-def pool_to_words(attention: np.ndarray, src_counts: Sequence[int], tgt_counts: Sequence[int]) -> np.ndarray:
-    """(T pieces, S pieces) attention -> (target words, source words): mean over target, sum over source pieces."""
-    src_edges = np.cumsum([0, *src_counts])
-    tgt_edges = np.cumsum([0, *tgt_counts])
-    by_source = np.add.reduceat(attention[:, : src_edges[-1]], src_edges[:-1], axis=1)  # (T, words_s)
-    sums = np.add.reduceat(by_source[: tgt_edges[-1]], tgt_edges[:-1], axis=0)  # (words_t, words_s)
-    return sums / np.asarray(tgt_counts, dtype=np.float64)[:, None]
-
-
-def hard_links(word_attention: np.ndarray) -> set[Link]:
-    """Each target word linked to its most attended source word."""
-    return {(int(src), tgt) for tgt, src in enumerate(word_attention.argmax(axis=1))}
 
 
 @torch.inference_mode()

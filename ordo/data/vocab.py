@@ -182,6 +182,18 @@ class Vocab:
         """
         return [self.processor.id_to_piece(int(i)) for i in ids]
 
+    def text_pieces(self, text: str) -> list[str]:
+        """The pieces of one text as strings, as :meth:`encode` splits it; an unknown piece shows the characters
+        it stands for (e.g. ``"▁猫"``) rather than ``<unk>``.
+
+        Args:
+            text: raw or pre-tokenized text.
+
+        Returns:
+            One piece string per id of ``encode(text)``.
+        """
+        return list(self.processor.encode(text, out_type=str))
+
     def all_pieces(self) -> list[str]:
         """Every piece string, in id order (``<pad>``, ``<unk>``, ``<s>``, ``</s>`` first)."""
         return [self.processor.id_to_piece(i) for i in range(len(self))]

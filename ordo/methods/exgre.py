@@ -46,6 +46,7 @@ from ordo.models.slots import Slots
 from ordo.models.transformer import EncoderContext
 
 PR_NAME = "reorder_pr"  # extras key of pr^N (B, S, D)
+PREDICTED_NAME = "predicted_positions"  # extras key of b^N (B, S), the last layer's predicted target order
 
 
 @dataclass
@@ -93,7 +94,7 @@ class GaussianPositions(nn.Module):
 
 
 class ExplicitReorderingLayer(nn.Module):
-    """An encoder layer followed by ExGRE: returns h^n + pr^n and leaves pr^n in ``ctx.extras``."""
+    """An encoder layer followed by ExGRE: returns h^n + pr^n and leaves pr^n and b^n in ``ctx.extras``."""
 
     def __init__(self, layer: nn.Module, reorder: GaussianPositions) -> None:
         super().__init__()
@@ -107,8 +108,10 @@ class ExplicitReorderingLayer(nn.Module):
         if not self.active:
             return states
         lengths = ctx.batch.src_lengths.to(states.device) - 1  # pieces without EOS
-        pr = self.reorder(states, lengths)
+        positions = self.reorder.predicted_positions(states, lengths)  # (B, S)
+        pr = self.reorder.encodings(positions, lengths)
         ctx.extras[PR_NAME] = pr
+        ctx.extras[PREDICTED_NAME] = positions
         return states + pr
 
 

@@ -2,10 +2,10 @@
 
 import numpy as np
 
-from ordo.analysis.attention_align import hard_links, pool_to_words
 from ordo.cli import main
 from ordo.data.alignment.links import read_links
 from ordo.data.textio import read_lines
+from ordo.decoding.attention import hard_links, pool_to_words
 
 
 def test_pieces_are_pooled_to_words_and_each_target_word_takes_its_best_source_word():

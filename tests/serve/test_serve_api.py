@@ -1,0 +1,204 @@
+"""``ordo serve``'s JSON API against a tiny trained run: every endpoint, every refusal with its status code and
+message, and concurrent requests giving the outputs of ``ordo translate``."""
+
+import asyncio
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+pytest.importorskip("fastapi", reason="ordo[serve] is not installed")
+import httpx
+from fastapi.testclient import TestClient
+from serve_helpers import live_server
+
+from ordo import api
+from ordo.build import count_parameters
+from ordo.cli import main
+from ordo.serve.app import ServeLimits, create_app, one_line
+
+
+@pytest.fixture(scope="module")
+def run(trained_run):
+    return api.load_run(trained_run, "last")
+
+
+@pytest.fixture(scope="module")
+def texts(small_data):
+    return (small_data.parent / "text" / "test.src").read_text(encoding="utf-8").splitlines()[:40]
+
+
+@pytest.fixture(scope="module")
+def client(run):
+    app = create_app({"tiny": run}, ServeLimits(max_batch_sentences=8, max_sentence_tokens=30))
+    with TestClient(app) as test_client:
+        yield test_client
+
+
+def test_models_health_docs_and_page(client, run):
+    models = client.get("/v1/models").json()
+    assert models == [{"name": "tiny", "family": "transformer", "methods": [], "parameters": count_parameters(run.model),
+                       "src_vocab_size": len(run.src_vocab), "tgt_vocab_size": len(run.tgt_vocab),
+                       "max_sentence_tokens": 30, "beam_size": run.cfg.decode.beam_size}]
+    assert client.get("/healthz").json() == {"status": "ok", "models": ["tiny"], "queued_sentences": 0}
+    paths = client.get("/openapi.json").json()["paths"]
+    assert {"/v1/translate", "/v1/models", "/healthz"} <= set(paths)
+    assert client.get("/docs").status_code == 200
+    page = client.get("/")
+    assert page.status_code == 200 and "text/html" in page.headers["content-type"]
+
+
+def test_translations_scores_and_n_best_are_those_of_the_python_api(client, run, texts):
+    body = client.post("/v1/translate", json={"text": texts[:5], "beam_size": 3, "n_best": 2}).json()
+    assert body["model"] == "tiny"
+    assert body["translations"] == run.translate(texts[:5], beam_size=3)
+    hyps = run.translate_hypotheses(texts[:5], beam_size=3, nbest=2)
+    for sentence, expected in zip(body["sentences"], hyps):
+        assert [c["text"] for c in sentence["n_best"]] == [run.detokenize(h) for h in expected]
+        assert sentence["score"] == pytest.approx(expected[0].score, abs=1e-5)
+        assert "attention" not in sentence and "links" not in sentence  # not asked for
+
+
+def test_attention_has_a_row_per_target_token_and_a_column_per_source_token(client, run, texts):
+    body = client.post("/v1/translate", json={"text": texts[:3], "return_attention": True,
+                                              "return_alignment": True, "references": texts[:3]}).json()
+    details = run.translate_detailed(texts[:3])
+    for sentence, detail in zip(body["sentences"], details):
+        assert len(sentence["attention"]) == len(sentence["target_tokens"]) == len(detail.target_tokens)
+        assert {len(row) for row in sentence["attention"]} == {len(sentence["source_tokens"])}
+        assert [tuple(link) for link in sentence["links"]] == detail.links
+        assert sentence["tau"] == pytest.approx(detail.tau)
+        assert sentence["source_in_target_order"] == detail.source_in_target_order
+        assert 0.0 <= sentence["ribes"] <= 1.0
+
+
+def test_line_breaks_nul_and_blank_sentences_each_give_exactly_one_output(client, run):
+    tricky = ["the red hill\u2028dances .", "a green\rforest sang .", "the cat\x00sat .", "one\ntwo", "", "  "]
+    body = client.post("/v1/translate", json={"text": tricky}).json()
+    assert len(body["translations"]) == len(tricky)
+    assert body["translations"] == run.translate([one_line(t) for t in tricky])
+    assert body["translations"][4:] == ["", ""]
+
+
+@pytest.mark.parametrize(("payload", "status", "message"), [
+    ({"text": ["a"] * 9}, 413, "9 sentences in one request, more than the limit max_batch_sentences=8"),
+    ({"text": ["ok .", " ".join(["word"] * 40)]}, 413, "text[1]:"),
+    ({"text": []}, 422, "text: List should have at least 1 item"),
+    ({"text": "a sentence"}, 422, "text: Input should be a valid list"),
+    ({"text": [1, 2]}, 422, "text.0: Input should be a valid string"),
+    ({"text": ["a"], "beam_size": "5"}, 422, "beam_size: Input should be a valid integer"),
+    ({"text": ["a"], "beam": 5}, 422, "beam: Extra inputs are not permitted"),
+    ({}, 422, "text: Field required"),
+    ({"text": ["a"], "beam_size": 2, "n_best": 3}, 422, "n_best: 3 hypotheses from a beam of 2"),
+    ({"text": ["a", "b"], "references": ["a"]}, 422, "references: 1 given for 2 sentences"),
+    ({"text": ["a"], "model": "../../etc/passwd"}, 404, "unknown model '../../etc/passwd'; this server has 'tiny'"),
+])
+def test_refusals_name_the_reason(client, payload, status, message):
+    answer = client.post("/v1/translate", json=payload)
+    assert answer.status_code == status, answer.text
+    assert message in answer.json()["detail"]
+
+
+def test_a_sentence_over_the_limit_names_the_limit(client):
+    detail = client.post("/v1/translate", json={"text": ["ok .", " ".join(["word"] * 40)]}).json()["detail"]
+    assert detail.endswith("source tokens, more than the limit max_sentence_tokens=30")
+
+
+@pytest.mark.parametrize(("body", "message"), [
+    (b'{"text": ["a"', "malformed JSON: Expecting "),
+    (b'{"text": ["\xff\xfe"]}', "the request body is not UTF-8 (byte 11)"),
+    (b"not json", "malformed JSON: Expecting value (character 0)"),
+])
+def test_malformed_json_and_invalid_utf8_get_400(client, body, message):
+    answer = client.post("/v1/translate", content=body, headers={"content-type": "application/json"})
+    assert answer.status_code == 400, answer.text
+    assert message in answer.json()["detail"]
+
+
+def test_concurrent_requests_give_the_outputs_of_ordo_translate(run, texts, trained_run, tmp_path):
+    source = tmp_path / "in.txt"
+    source.write_text("".join(t + "\n" for t in texts), encoding="utf-8")
+    assert main(["translate", "--model", str(trained_run), "--checkpoint", "last", "--input", str(source),
+                 "--output", str(tmp_path / "out.txt")]) == 0
+    offline = (tmp_path / "out.txt").read_text(encoding="utf-8").splitlines()
+    groups = [texts[i:i + 1 + i % 4] for i in range(0, len(texts), 5)]
+    app = create_app({"tiny": run}, ServeLimits(window_s=0.05))
+    calls = []
+    translate_detailed = run.translate_detailed
+
+    def counted(sentences, **kwargs):
+        calls.append(len(sentences))
+        return translate_detailed(sentences, **kwargs)
+
+    async def send_all(url):
+        async with httpx.AsyncClient(base_url=url, timeout=120) as http:
+            answers = await asyncio.gather(*(http.post("/v1/translate", json={"text": g}) for g in groups))
+        return [a.json()["translations"] for a in answers]
+
+    with pytest.MonkeyPatch.context() as patch, live_server(app) as url:
+        patch.setattr(run, "translate_detailed", counted)
+        served = asyncio.run(send_all(url))
+    for group, start, translations in zip(groups, range(0, len(texts), 5), served):
+        assert translations == offline[start:start + len(group)]
+    assert len(calls) < len(groups)  # requests were batched together
+
+
+def test_a_full_queue_gives_503_with_retry_after_and_a_timeout_504_while_health_answers(run):
+    started, release = threading.Event(), threading.Event()
+    translate_detailed = run.translate_detailed
+
+    def blocking(sentences, **kwargs):
+        if "block ." in sentences:
+            started.set()
+            release.wait(20)
+        return translate_detailed(sentences, **kwargs)
+
+    app = create_app({"tiny": run}, ServeLimits(window_s=0.0, timeout_s=1.0, max_queue_sentences=2))
+
+    async def scenario(url):
+        async with httpx.AsyncClient(base_url=url, timeout=60) as http:
+            blocked = asyncio.ensure_future(http.post("/v1/translate", json={"text": ["block ."]}))
+            await asyncio.get_running_loop().run_in_executor(None, started.wait, 20)
+            waiting = asyncio.ensure_future(http.post("/v1/translate", json={"text": ["a .", "b ."]}))
+            await asyncio.sleep(0.2)
+            health = await http.get("/healthz")
+            full = await http.post("/v1/translate", json={"text": ["c ."]})
+            timed_out = await blocked
+            release.set()
+            late = await waiting
+            after = await http.post("/v1/translate", json={"text": ["after ."]})
+        return health, full, timed_out, late, after
+
+    with pytest.MonkeyPatch.context() as patch, live_server(app) as url:
+        patch.setattr(run, "translate_detailed", blocking)
+        start = time.monotonic()
+        health, full, timed_out, late, after = asyncio.run(scenario(url))
+    assert time.monotonic() - start < 30
+    assert health.status_code == 200 and health.json()["queued_sentences"] == 2
+    assert full.status_code == 503 and full.headers["retry-after"] == "1"
+    assert "the server is busy" in full.json()["detail"] and "queue holds 2" in full.json()["detail"]
+    assert timed_out.status_code == 504 and "not translated within 1 s" in timed_out.json()["detail"]
+    assert late.status_code == 504  # it waited behind the blocked batch past its own timeout
+    assert after.status_code == 200 and after.json()["translations"] == run.translate(["after ."])
+
+
+def test_serve_without_fastapi_names_the_serve_extra(monkeypatch, trained_run, capsys):
+    monkeypatch.setitem(sys.modules, "fastapi", None)
+    assert main(["serve", "--model", str(trained_run)]) == 2
+    assert capsys.readouterr().err == "ordo serve: error: fastapi is not installed; pip install 'ordo[serve]'\n"
+
+
+def test_a_model_name_given_twice_is_an_error(trained_run, capsys):
+    assert main(["serve", "--model", f"a={trained_run}", "--model", f"a={trained_run}"]) == 2
+    assert "the name 'a' is given twice" in capsys.readouterr().err
+
+
+def test_the_rest_of_ordo_does_not_import_the_server():
+    code = ("import sys\n"
+            "import ordo, ordo.api, ordo.cli, ordo.detail, ordo.analysis.attention_align\n"
+            "ordo.cli.build_parser()\n"
+            "assert not [m for m in sys.modules if m.startswith(('ordo.serve', 'fastapi', 'uvicorn'))]\n")
+    result = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
