@@ -565,9 +565,10 @@ def run_serve(args: argparse.Namespace) -> None:
             for name, run in _served_runs(args.model)}
     limits = ServeLimits(args.max_batch_sentences, max(args.max_sentence_tokens, 0), args.timeout,
                          args.batch_window_ms / 1000, args.batch_tokens, args.max_queue_sentences)
+    log = logging.getLogger("ordo.serve")
     if args.host not in ("127.0.0.1", "localhost", "::1"):
-        logging.getLogger("ordo.serve").warning(
-            "binding %s: the server is reachable from other machines, without authentication", args.host)
+        log.warning("binding %s: the server is reachable from other machines, without authentication", args.host)
+    log.info("serving %s on http://%s:%d/ (API: /docs)", ", ".join(runs), args.host, args.port)
     uvicorn.run(create_app(runs, limits), host=args.host, port=args.port, log_level="warning")
 
 
