@@ -16,9 +16,11 @@ setup: $(BIN)/.installed
 
 # the browser test of `ordo serve`'s page drives the system's Chromium (Playwright's own download cannot run
 # here); installed with apt where it is missing and we may, else that one test is skipped
+APT := $(shell [ "$$(id -u)" = 0 ] || echo sudo -n) env DEBIAN_FRONTEND=noninteractive apt-get
 chromium:
 	@command -v chromium >/dev/null || command -v chromium-browser >/dev/null || \
-	  (command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ] && apt-get install -y -q chromium) || \
+	  (command -v apt-get >/dev/null && { $(APT) install -y -q chromium >/dev/null 2>&1 || \
+	    { $(APT) update -q >/dev/null 2>&1 && $(APT) install -y -q chromium >/dev/null; }; }) || \
 	  echo "no Chromium installed: the browser test of ordo serve will be skipped"
 
 test: setup chromium
