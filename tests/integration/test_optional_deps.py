@@ -41,10 +41,11 @@ def test_plotting_analysis_without_matplotlib_names_the_plots_extra(monkeypatch,
     assert err == "ordo analyze: error: matplotlib is not installed; pip install 'ordo[plots]'\n"
 
 
-def test_importing_ordo_and_its_cli_needs_neither_extra():
+def test_importing_ordo_and_its_cli_needs_neither_extra_nor_the_server():
     code = ("import sys\n"
             "sys.modules['eflomal'] = sys.modules['matplotlib'] = None\n"
-            "import ordo, ordo.api, ordo.cli, ordo.demo\n"
-            "ordo.cli.build_parser()\n")
+            "import ordo, ordo.api, ordo.cli, ordo.demo, ordo.detail, ordo.analysis.attention_align\n"
+            "ordo.cli.build_parser()\n"
+            "assert not [m for m in sys.modules if m.startswith(('ordo.serve', 'fastapi', 'uvicorn'))]\n")
     result = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr
