@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -588,9 +589,22 @@ VERBS = {
 }
 
 
+SERVE_ENVIRONMENT = {"OMP_WAIT_POLICY": "PASSIVE"}  # a server's cores are shared with its own HTTP threads
+
+
+def set_verb_environment(argv: list[str]) -> None:
+    """Environment defaults a verb needs before PyTorch loads OpenMP (so before the parser is built): ``serve``
+    makes OpenMP's threads sleep rather than spin while they wait (:data:`SERVE_ENVIRONMENT`; measured in
+    bench/RESULTS.md, "Sharing the CPU"). A value the user set wins."""
+    if argv[:1] == ["serve"]:
+        for name, value in SERVE_ENVIRONMENT.items():
+            os.environ.setdefault(name, value)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``ordo`` console script; user errors print one line and exit with status 2, training
     stopped by SIGINT or SIGTERM (after saving a checkpoint) with 128 + the signal's number."""
+    set_verb_environment(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
     try:
         VERBS[args.verb](args)

@@ -2,6 +2,7 @@
 message, and concurrent requests giving the outputs of ``ordo translate``."""
 
 import asyncio
+import os
 import sys
 import threading
 import time
@@ -192,3 +193,17 @@ def test_serve_without_fastapi_names_the_serve_extra(monkeypatch, trained_run, c
 def test_a_model_name_given_twice_is_an_error(trained_run, capsys):
     assert main(["serve", "--model", f"a={trained_run}", "--model", f"a={trained_run}"]) == 2
     assert "the name 'a' is given twice" in capsys.readouterr().err
+
+
+def test_serve_makes_openmp_threads_wait_passively_unless_the_user_said_otherwise(monkeypatch):
+    from ordo.cli import set_verb_environment
+
+    monkeypatch.setenv("OMP_WAIT_POLICY", "")  # so that the teardown restores what was there before
+    monkeypatch.delenv("OMP_WAIT_POLICY")
+    set_verb_environment(["translate", "--model", "x"])
+    assert "OMP_WAIT_POLICY" not in os.environ
+    set_verb_environment(["serve", "--model", "x"])
+    assert os.environ["OMP_WAIT_POLICY"] == "PASSIVE"
+    monkeypatch.setenv("OMP_WAIT_POLICY", "ACTIVE")
+    set_verb_environment(["serve", "--model", "x"])
+    assert os.environ["OMP_WAIT_POLICY"] == "ACTIVE"
