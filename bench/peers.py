@@ -277,9 +277,25 @@ def _ratios(results: dict, ordo_beam: str) -> list[str]:
             _ratio(results, ordo_beam, "ct2-beam5-fp32", "sent_per_s")]
 
 
+VECTOR_FLAGS = ("avx", "avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512_bf16", "avx512_vnni", "avx_vnni",
+                "amx_tile", "amx_bf16", "amx_int8")  # the /proc/cpuinfo flags that decide CPU kernels' speed
+
+
+def cpu_description() -> str:
+    """The CPU's model name, its vector extensions among :data:`VECTOR_FLAGS` (from ``/proc/cpuinfo``; "unknown"
+    elsewhere) and the kernel level PyTorch dispatches to (``torch.backends.cpu.get_cpu_capability``)."""
+    info = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else ""
+    fields = dict(line.split(":", 1) for line in info.splitlines() if ":" in line)
+    model = " ".join(fields.get("model name\t", "unknown CPU").split())
+    flags = set(fields.get("flags\t\t", "").split())
+    found = [flag for flag in VECTOR_FLAGS if flag in flags] if flags else ["unknown"]
+    return f"{model}; vector extensions: {' '.join(found) or 'none'}; PyTorch kernels: " \
+           f"{torch.backends.cpu.get_cpu_capability()}"
+
+
 def report(results: dict, out: Path, rounds: int) -> None:
     setting = f"torch {torch.__version__}, {THREADS} threads; medians of {rounds} rounds"
-    lines = [f"command: `python bench/peers.py --rounds {rounds}` ({setting})", "",
+    lines = [f"command: `python bench/peers.py --rounds {rounds}` ({setting})", "", f"CPU: {cpu_description()}", "",
              "| system | train tgt tok/s | greedy sent/s | beam-5 sent/s | peak RSS MB (train / beam-5) |",
              "|---|---:|---:|---:|---:|"]
     rows = (("ordo", "ordo", ""), ("ordo int8", "ordo", "-int8"), ("transformers MarianMTModel", "marian", ""),
