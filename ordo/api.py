@@ -17,7 +17,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 import numpy as np
 import torch
@@ -43,7 +43,9 @@ from ordo.training.checkpoint import (
     save_checkpoint,
     step_checkpoints,
 )
-from ordo.training.trainer import Progress, Trainer
+
+if TYPE_CHECKING:
+    from ordo.training.trainer import Progress
 
 logger = logging.getLogger("ordo")
 
@@ -139,6 +141,8 @@ def build_for_data(cfg: ExperimentConfig, meta: DataMeta) -> BuiltModel:
 def train(cfg: ExperimentConfig, run_dir: str | Path) -> Progress:
     """Train (or resume) the run in ``run_dir``: saves the resolved config, vocabularies, parameter count
     and a log file there, then runs :class:`ordo.training.trainer.Trainer`."""
+    from ordo.training.trainer import Trainer  # imported here: translating needs neither it nor sacreBLEU
+
     run_dir = Path(run_dir)
     data_dir = Path(cfg.data)
     if not cfg.data:
