@@ -603,9 +603,21 @@ def set_verb_environment(argv: list[str]) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``ordo`` console script; user errors print one line and exit with status 2, training
-    stopped by SIGINT or SIGTERM (after saving a checkpoint) with 128 + the signal's number."""
+    stopped by SIGINT or SIGTERM (after saving a checkpoint) with 128 + the signal's number. A ``torchrun``
+    training worker ends through :func:`ordo.training.distributed.exit_worker`."""
     set_verb_environment(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
+    code = run_verb(args)
+    if args.verb == "train":
+        from ordo.training.distributed import exit_worker, is_torchrun_worker
+
+        if is_torchrun_worker():
+            exit_worker(code)
+    return code
+
+
+def run_verb(args: argparse.Namespace) -> int:
+    """Run the verb ``args`` names; its exit status (see :func:`main`)."""
     try:
         VERBS[args.verb](args)
     except OrdoError as err:

@@ -6,8 +6,10 @@ Without ``WORLD_SIZE`` in the environment everything here is a single-process no
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
-from typing import Any
+import sys
+from typing import Any, NoReturn
 
 import torch
 import torch.distributed as torch_dist
@@ -92,3 +94,23 @@ class DistributedContext:
         values: list[Any] = [None] * self.world_size
         torch_dist.all_gather_object(values, value)
         return values
+
+
+def is_torchrun_worker() -> bool:
+    """Whether this process is one of several that ``torchrun`` started (``WORLD_SIZE`` > 1)."""
+    return int(os.environ.get("WORLD_SIZE", "1")) > 1
+
+
+def exit_worker(code: int) -> NoReturn:
+    """End a ``torchrun`` worker with ``code`` without finalizing the interpreter.
+
+    Gloo's worker threads outlive ``destroy_process_group`` and drop their last collective's tensors when they
+    get the CPU again; a tensor made in Python needs the GIL to be freed, and a thread that asks for the GIL
+    while the interpreter is finalizing aborts the process (SIGABRT, "terminate called without an active
+    exception"), which fails the whole ``torchrun`` job after a finished run. Logs and standard streams are
+    flushed first; checkpoints and outputs were written (and fsynced) before this point.
+    """
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
