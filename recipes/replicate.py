@@ -10,10 +10,11 @@ target order by the prepared data's word alignments (paper 000's Figure 2 upper 
 
 ``tables`` rebuilds the verdicts from those files alone (recipes/verdicts.yaml lists the claims): BLEU of every
 seed, the paired difference per seed, the baseline's seed standard deviation, sacreBLEU's two-sided paired
-bootstrap p over the pooled seeds, and the verdict by the rule stated in bench/RESULTS.md (:func:`verdict`).
+bootstrap p over the pooled seeds, and the verdict by the rule stated in bench/RESULTS.md (:func:`verdict`);
+the table is written to bench/results/verdicts.md and replaces the one in bench/RESULTS.md.
 
 usage: python recipes/replicate.py run --suite enja_verdict [--work DIR] [--oracle] SYSTEM.seedN [...]
-       python recipes/replicate.py tables [--out bench/results/verdicts.md]
+       python recipes/replicate.py tables [--out bench/results/verdicts.md] [--results bench/RESULTS.md]
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from ordo.data.textio import atomic_write, read_lines, read_yaml
 from ordo.evaluation.bleu import corpus_scores, multi_bleu
 from ordo.evaluation.order import corpus_ribes, ribes_tokens
 from ordo.evaluation.significance import bleu_bootstrap_p
+from ordo.errors import ConfigError
 from ordo.training.checkpoint import load_checkpoint
 
 HYPS = ROOT / "bench" / "hyps"
@@ -57,6 +59,8 @@ def parse_args() -> argparse.Namespace:
     tables.add_argument("--hyps", type=Path, default=HYPS, help="folder of CORPUS/SYSTEM.seedN.txt (default: %(default)s)")
     tables.add_argument("--data-root", type=Path, default=ROOT.parent / "shared" / "data", help="corpus folders")
     tables.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "verdicts.md")
+    tables.add_argument("--results", type=Path, default=ROOT / "bench" / "RESULTS.md",
+                        help="document whose verdicts table is replaced too (default: %(default)s; '' for none)")
     return parser.parse_args()
 
 
@@ -238,7 +242,28 @@ def write_tables(args: argparse.Namespace) -> None:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     with atomic_write(args.out) as handle:
         handle.write(table)
+    if str(args.results):
+        document = replace_table(args.results.read_text(encoding="utf-8"), table, args.results)
+        with atomic_write(args.results) as handle:
+            handle.write(document)
     print(table, end="")
+
+
+def replace_table(document: str, table: str, where: Path) -> str:
+    """``document`` with the markdown table that starts with ``table``'s header line replaced by ``table``.
+
+    Raises:
+        ConfigError: no line of ``document`` is that header (named by ``where``).
+    """
+    lines = document.splitlines(keepends=True)
+    header = table.splitlines(keepends=True)[0]
+    if header not in lines:
+        raise ConfigError(f"{where}: no table with the header {header.strip()!r} to replace")
+    start = lines.index(header)
+    end = start
+    while end < len(lines) and lines[end].startswith("|"):
+        end += 1
+    return "".join([*lines[:start], table, *lines[end:]])
 
 
 def main() -> None:

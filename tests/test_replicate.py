@@ -69,3 +69,12 @@ def test_every_claim_names_systems_of_its_corpus_verdict_suite():
         for name in (claim["baseline"], claim["system"]):
             assert name.removeprefix("oracle_") in systems, (claim, name)
 
+
+
+def test_the_results_table_is_replaced_in_place_and_a_missing_one_is_an_error(tmp_path):
+    table = "| claim | verdict |\n|---|---|\n| ExGRE | confirmed |\n"
+    document = "# Verdicts\n\n| claim | verdict |\n|---|---|\n| ExGRE | pending |\n| ReFSR | pending |\n\nRuns so far.\n"
+    assert replicate.replace_table(document, table, tmp_path / "R.md") == (
+        "# Verdicts\n\n| claim | verdict |\n|---|---|\n| ExGRE | confirmed |\n\nRuns so far.\n")
+    with pytest.raises(replicate.ConfigError, match="R.md: no table with the header '| claim | verdict |'"):
+        replicate.replace_table("# Verdicts\n", table, tmp_path / "R.md")
