@@ -58,6 +58,18 @@ CT2_TYPES = {"ct2-fp32": "float32", "ct2-int8": "int8"}
 PAIRS = (("ordo-fp32", "ct2-fp32"), ("ordo-int8", "ct2-int8"), ("ordo-fp32-onednn", "ct2-fp32"))
 REGIMES = ("large", "small")
 HERE = Path(__file__).resolve().parent
+DIFFERENCES = ("Lines (1-based) whose output differs from ordo fp32's, * where either output stopped at its length "
+               "limit (ordo: max_len_a x (pieces + 1) + max_len_b tokens, then EOS is forced; CTranslate2: one "
+               "max_decoding_length per call, in the large regime the largest of the file, where a hypothesis ends "
+               "without EOS):")
+WHY_THEY_DIFFER = ("Why they can differ: both toolkits run the same beam search (the 2 x beam best candidates, EOS "
+                   "among the first beam ends a hypothesis, a sentence is done with beam finished ones, score = "
+                   "log-prob / (tokens + EOS) ^ length_penalty), so in float32 only the length limit above and the "
+                   "summation order of different matmul kernels (about 1e-6 apart) can part them. In int8 ordo "
+                   "(PyTorch's dynamic quantization) quantizes each projection's input with one scale for the whole "
+                   "tensor, all rows of the batch, and CTranslate2 with one scale per row: an ordo int8 translation "
+                   "depends on the sentences batched with it (the small regime against the large one shows it), a "
+                   "CTranslate2 one does not, and the two round differently.")
 
 
 def run_decode_config(run_dir: Path) -> Any:
@@ -78,8 +90,9 @@ def output_limits(lengths: list[int], decode: Any, model: Any) -> list[int]:
     return [int(limit) for limit in limits]
 
 
-def ordo_translate(args: argparse.Namespace, lines: list[str]) -> tuple[list[str], float, float]:
-    """(outputs, seconds, load seconds) of an ordo system over ``lines`` in ``args.regime``."""
+def ordo_translate(args: argparse.Namespace, lines: list[str]) -> tuple[list[str], float, float, list[int]]:
+    """(outputs, seconds, load seconds, indices of the outputs that stopped at ordo's length limit) of an ordo
+    system over ``lines`` in ``args.regime``."""
     from ordo.api import load_run
 
     torch.set_num_threads(args.threads)
@@ -93,14 +106,18 @@ def ordo_translate(args: argparse.Namespace, lines: list[str]) -> tuple[list[str
     run.translate(lines[:1])  # warm-up
     start = time.perf_counter()
     if args.regime == "large":
-        outputs = run.translate(lines)
+        hyps = [nbest[0] for nbest in run.translate_hypotheses(lines)]
     else:
-        outputs = [run.translate([line])[0] for line in lines]
-    return outputs, time.perf_counter() - start, loaded
+        hyps = [run.translate_hypotheses([line])[0][0] for line in lines]
+    outputs = [run.detokenize(hyp) for hyp in hyps]  # what run.translate returns
+    seconds = time.perf_counter() - start
+    limits = output_limits([len(row) for row in run.encode_sources(lines)], run.cfg.decode, run.cfg.model)
+    return outputs, seconds, loaded, [i for i, (h, limit) in enumerate(zip(hyps, limits)) if len(h.tokens) >= limit]
 
 
-def ct2_translate(args: argparse.Namespace, lines: list[str]) -> tuple[list[str], float, float]:
-    """(outputs, seconds, load seconds) of a CTranslate2 system over ``lines`` in ``args.regime``."""
+def ct2_translate(args: argparse.Namespace, lines: list[str]) -> tuple[list[str], float, float, list[int]]:
+    """(outputs, seconds, load seconds, indices of the outputs that stopped at the length limit without EOS) of a
+    CTranslate2 system over ``lines`` in ``args.regime``."""
     import ctranslate2
 
     from ordo.data.corpus import load_vocabs
@@ -114,26 +131,25 @@ def ct2_translate(args: argparse.Namespace, lines: list[str]) -> tuple[list[str]
     options = {"beam_size": decode.beam_size, "length_penalty": decode.length_penalty,
                "min_decoding_length": decode.min_len, "return_end_token": True}
 
-    def pieces_of(batch: list[str]) -> list[list[str]]:
-        return [src_vocab.pieces(src_vocab.encode(line)) for line in batch]
-
-    def text_of(result: Any) -> str:
-        pieces = [p for p in result.hypotheses[0] if p != "</s>"]
-        return tgt_vocab.decode([tgt_vocab.processor.piece_to_id(p) for p in pieces])  # type: ignore[union-attr]
-
-    def translate(batch: list[str], **more: Any) -> list[str]:
-        pieces = pieces_of(batch)
+    def translate(batch: list[str], **more: Any) -> list[list[str]]:
+        pieces = [src_vocab.pieces(src_vocab.encode(line)) for line in batch]
         limits = output_limits([len(p) for p in pieces], decode, model)
         results = translator.translate_batch(pieces, max_decoding_length=max(limits) + 1, **options, **more)
-        return [text_of(result) for result in results]
+        return [result.hypotheses[0] for result in results]
+
+    def text_of(pieces: list[str]) -> str:
+        ids = [tgt_vocab.processor.piece_to_id(p) for p in pieces if p != "</s>"]  # type: ignore[union-attr]
+        return tgt_vocab.decode(ids)
 
     translate(lines[:1])  # warm-up
     start = time.perf_counter()
     if args.regime == "large":
-        outputs = translate(lines, max_batch_size=decode.max_tokens, batch_type="tokens")
+        hyps = translate(lines, max_batch_size=decode.max_tokens, batch_type="tokens")
     else:
-        outputs = [translate([line])[0] for line in lines]
-    return outputs, time.perf_counter() - start, loaded
+        hyps = [translate([line])[0] for line in lines]
+    outputs = [text_of(hyp) for hyp in hyps]
+    seconds = time.perf_counter() - start
+    return outputs, seconds, loaded, [i for i, hyp in enumerate(hyps) if hyp[-1:] != ["</s>"]]
 
 
 def run_one(args: argparse.Namespace) -> None:
@@ -142,10 +158,10 @@ def run_one(args: argparse.Namespace) -> None:
     if args.regime == "small":
         lines = lines[: args.small]
     translate = ct2_translate if args.one.startswith("ct2") else ordo_translate
-    outputs, seconds, loaded = translate(args, lines)
+    outputs, seconds, loaded, at_limit = translate(args, lines)
     with atomic_write(args.hyp_out) as handle:
         handle.writelines(line + "\n" for line in outputs)
-    print(json.dumps({"sent_per_s": len(lines) / seconds, "seconds": seconds, "load_s": loaded}))
+    print(json.dumps({"sent_per_s": len(lines) / seconds, "seconds": seconds, "load_s": loaded, "at_limit": at_limit}))
 
 
 def child(args: argparse.Namespace, system: str, regime: str, ct2_dir: Path, hyp: Path) -> dict:
@@ -213,6 +229,22 @@ def spread(values: list[float], digits: int = 1) -> str:
     return f"{statistics.median(values):.{digits}f} ({min(values):.{digits}f}-{max(values):.{digits}f})"
 
 
+def differences(outputs: dict, results: dict, shown: int = 10) -> list[str]:
+    """Where each system's outputs differ from ordo fp32's, and why they can."""
+    lines = [DIFFERENCES, ""]
+    for system in list(SYSTEMS)[1:]:
+        cells = []
+        for regime in REGIMES:
+            ours, base = outputs.get((system, regime), []), outputs.get(("ordo-fp32", regime), [])
+            limited = {i for name in (system, "ordo-fp32") for r in results[name, regime] for i in r.get("at_limit", [])}
+            lines_differ = [i for i, (a, b) in enumerate(zip(ours, base)) if a != b]
+            listed = ", ".join(f"{i + 1}{'*' if i in limited else ''}" for i in lines_differ[:shown])
+            cells.append(f"{regime} {len(lines_differ)}" + (f" ({listed}{', ...' if len(lines_differ) > shown else ''})"
+                                                           if lines_differ else ""))
+        lines.append(f"- {SYSTEMS[system]}: {'; '.join(cells)}")
+    return [*lines, "", WHY_THEY_DIFFER]
+
+
 def report(args: argparse.Namespace, results: dict, outputs: dict, stable: dict, starts: dict, context: dict,
            profile_md: str) -> str:
     """The markdown report; ``context`` holds the load averages, CTranslate2's backends and the batch layouts."""
@@ -257,7 +289,7 @@ def report(args: argparse.Namespace, results: dict, outputs: dict, stable: dict,
              for s in SYSTEMS]
     consistency = ("Small-regime outputs identical to the same system's large-regime outputs of those sentences (of "
                    f"{len(expected['small'])}): {', '.join(agree)}")
-    lines += ["", consistency, "", "Start-up (process wall time, median (min-max) over the rounds):", ""]
+    lines += ["", consistency, "", *differences(outputs, results), "", "Start-up (process wall time, median (min-max) over the rounds):", ""]
     lines += [f"- {name}: {spread(values, 2)} s" for name, values in starts.items()]
     failed = [f"- {system} {regime}: {r['error']}" for (system, regime), runs in results.items() for r in runs
               if "error" in r]
