@@ -38,6 +38,14 @@ excluded. Both log every gcd(warm-up, updates) updates:
   (``fairseq/tasks/fairseq_task.py`` ``reduce_metrics``, ``fairseq/logging/meters.py``, ``fairseq_cli/train.py``):
   the same span of work, with its data loading in a worker process (``--num-workers 1``, fairseq's default).
 
+What the two do differently for the same update is part of what is measured: fairseq's criterion takes the log-softmax
+of the full (batch × target length, vocabulary) logits, padded positions included, where ordo's loss projects the
+real positions alone in chunks; ordo's encoder runs on the real tokens alone when under 90% of its positions are
+real (``PACK_BELOW``); fairseq computes the gradient norm every update even without clipping, scales the gradients
+by 1/tokens in a separate pass, and steps its own Adam parameter by parameter in Python (the fused one is for CUDA),
+where ordo's Adam is torch's fused CPU kernel; fairseq collates batches in a worker process, ordo in the training
+loop.
+
 A run's figure is the target tokens of the measured updates over their time: Σ tokens / Σ (tokens / rate) over the
 intervals, with an interval's tokens from ordo's batch list (a pure function of the lengths, seed and epoch) and
 from fairseq's "wpb" (mean target tokens per update). Rounds alternate which toolkit goes first; the report keeps
@@ -539,6 +547,7 @@ PHASES = {
     "optimizer": "learning rate, fused Adam step, zero_grad",
 }
 WARM_STEPS, PROFILED_STEPS = 5, 8  # untimed steps before the timed ones; steps under torch.profiler
+BACKWARD_EVENT = "autograd::engine::evaluate_function: "  # torch.profiler's name prefix of a backward function
 
 
 def step_phases(trainer: Trainer, indices: np.ndarray, step: int) -> dict[str, float]:
@@ -577,9 +586,10 @@ def step_phases(trainer: Trainer, indices: np.ndarray, step: int) -> dict[str, f
 def profile_section(corpus: Corpus, data_dir: Path, max_tokens: int, threads: int, batches: int,
                     command: str) -> tuple[str, str]:
     """Where ordo's training step goes on ``batches`` real batches of epoch 1 (after :data:`WARM_STEPS` untimed
-    ones) with the recipe's model and optimiser: the phases of :func:`step_phases`, the real
-    ``Trainer.train_step`` on the same batches, and torch.profiler's operators over :data:`PROFILED_STEPS` of them.
-    Returns the section's heading and body."""
+    ones) with the recipe's model and optimiser: the phases of :func:`step_phases` and the real
+    ``Trainer.train_step``, alternating on each batch (which goes first alternates too), then torch.profiler's
+    operators and backward functions over :data:`PROFILED_STEPS` of the batches. Returns the section's heading and
+    body."""
     cfg = recipe_config(corpus, data_dir, max_tokens, threads)
     torch.set_num_threads(threads)
     torch.manual_seed(cfg.train.seed)
@@ -589,53 +599,66 @@ def profile_section(corpus: Corpus, data_dir: Path, max_tokens: int, threads: in
     timed = epoch[WARM_STEPS : WARM_STEPS + batches]
     for step, indices in enumerate(epoch[:WARM_STEPS], 1):
         step_phases(trainer, indices, step)
-    log(f"profile: {len(timed)} steps by phase")
-    phases = [step_phases(trainer, indices, WARM_STEPS + i) for i, indices in enumerate(timed, 1)]
-    log("profile: the same batches through Trainer.train_step")
     stats: dict[str, float] = defaultdict(float)
-    started = time.perf_counter()
-    for indices in timed:
+
+    def train_step_seconds(indices: np.ndarray) -> float:
+        started = time.perf_counter()
         trainer.train_step([indices], stats)
-    real_ms = 1000 * (time.perf_counter() - started) / len(timed)
+        return time.perf_counter() - started
+
+    log(f"profile: {len(timed)} batches, each by phase and through Trainer.train_step")
+    phases, real = [], []
+    for i, indices in enumerate(timed):
+        if i % 2:
+            real.append(train_step_seconds(indices))
+        phases.append(step_phases(trainer, indices, WARM_STEPS + i + 1))
+        if not i % 2:
+            real.append(train_step_seconds(indices))
     log(f"profile: torch.profiler over {PROFILED_STEPS} steps")
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
-        started = time.perf_counter()
-        for indices in timed[:PROFILED_STEPS]:
-            trainer.train_step([indices], stats)
-        profiled_ms = 1000 * (time.perf_counter() - started) / PROFILED_STEPS
-    operators = [event for event in prof.key_averages() if event.key.startswith("aten::")]
+        profiled_ms = 1000 * sum(train_step_seconds(indices) for indices in timed[:PROFILED_STEPS]) / PROFILED_STEPS
+    events = prof.key_averages()
+    operators = sorted((e for e in events if e.key.startswith("aten::")), key=lambda e: -e.self_cpu_time_total)
+    backward = sorted((e for e in events if e.key.startswith(BACKWARD_EVENT)), key=lambda e: -e.cpu_time_total)
     in_aten_ms = sum(event.self_cpu_time_total for event in operators) / 1000 / PROFILED_STEPS
+
+    def per_step(microseconds: float) -> float:
+        return microseconds / 1000 / PROFILED_STEPS
 
     train = trainer.train_data
     pad = padding_of(train.src.lengths + 1, train.tgt.lengths + 1, timed)
     ms = {name: 1000 * statistics.fmean(p[name] for p in phases) for name in PHASES}
-    total = sum(ms.values())
+    total, real_ms = sum(ms.values()), 1000 * statistics.fmean(real)
     heading = f"Where a step's time goes (ordo, {corpus.title.split()[0]}, {max_tokens:,} tokens)"
     lines = [f"command: `{command}` ({time.strftime('%Y-%m-%d')}; torch {torch.__version__}, {threads} threads)", "",
              f"CPU: {cpu_description()}", "",
              (f"{len(timed)} training batches of epoch 1 (after {WARM_STEPS} untimed), the recipe's model and "
-             f"optimiser; {pad.tgt_tokens_per_batch:,.0f} target tokens per batch; padded positions: source "
-             f"{100 * pad.src_padding:.1f}%, target {100 * pad.tgt_padding:.1f}%; the encoder runs on the real "
-             f"tokens alone in {100 * pad.packed:.0f}% of these batches. Timings on shared cores: the shares matter "
-             "more than the milliseconds."), "",
+              f"optimiser; {pad.tgt_tokens_per_batch:,.0f} target tokens per batch; padded positions: source "
+              f"{100 * pad.src_padding:.1f}%, target {100 * pad.tgt_padding:.1f}%; the encoder runs on the real "
+              f"tokens alone in {100 * pad.packed:.0f}% of these batches. Each batch is taken apart by phase "
+              "(tensor hooks mark where the backward pass reaches the decoder's and the encoder's outputs) and also "
+              "run through Trainer.train_step, alternately. Timings on shared cores: the shares matter more than "
+              "the milliseconds."), "",
              "| phase | ms/step | share |", "|---|---:|---:|"]
     lines += [f"| {PHASES[name]} | {ms[name]:.1f} | {100 * ms[name] / total:.1f}% |" for name in PHASES]
-    lines += [f"| **sum** | **{total:.1f}** | 100% |", "",
-              f"Trainer.train_step on the same batches, right after: {real_ms:.1f} ms/step.", "",
-              (f"torch.profiler over {PROFILED_STEPS} of these steps ({profiled_ms:.1f} ms/step under the profiler): "
-              f"{in_aten_ms:.1f} ms/step inside ATen operators; the other {profiled_ms - in_aten_ms:.1f} ms/step are "
-              "Python, dispatch, autograd bookkeeping and the profiler's own cost, of which the profiler accounts for "
-              f"about {profiled_ms - real_ms:.1f} (the step's time without it). Busiest operators by self time:"), "",
+    lines += [f"| **sum** | **{total:.1f}** | 100% |", f"| Trainer.train_step on the same batches | {real_ms:.1f} | |",
+              "",
+              (f"torch.profiler over {PROFILED_STEPS} of these steps through Trainer.train_step ({profiled_ms:.1f} "
+               f"ms/step under the profiler): {in_aten_ms:.1f} ms/step inside ATen operators, the remaining "
+               f"{profiled_ms - in_aten_ms:.1f} ms/step ({100 * (1 - in_aten_ms / profiled_ms):.1f}%) in Python, "
+               "dispatch, autograd bookkeeping and the profiler itself. Busiest operators by self time, and the "
+               "backward functions by their total time:"), "",
               "| operator | calls/step | ms/step | share of the profiled step |", "|---|---:|---:|---:|"]
-    for event in sorted(operators, key=lambda e: -e.self_cpu_time_total)[:12]:
-        self_ms = event.self_cpu_time_total / 1000 / PROFILED_STEPS
-        lines.append(f"| `{event.key}` | {event.count / PROFILED_STEPS:.0f} | {self_ms:.1f} | "
-                     f"{100 * self_ms / profiled_ms:.1f}% |")
+    lines += [f"| `{e.key}` | {e.count / PROFILED_STEPS:.0f} | {per_step(e.self_cpu_time_total):.1f} | "
+              f"{100 * per_step(e.self_cpu_time_total) / profiled_ms:.1f}% |" for e in operators[:12]]
+    lines += ["", "| backward function | calls/step | ms/step | share of the profiled step |", "|---|---:|---:|---:|"]
+    lines += [f"| `{e.key[len(BACKWARD_EVENT):]}` | {e.count / PROFILED_STEPS:.0f} | {per_step(e.cpu_time_total):.1f} | "
+              f"{100 * per_step(e.cpu_time_total) / profiled_ms:.1f}% |" for e in backward[:8]]
     decoder = ms["decoder"] + ms["decoder_backward"]
     lines += ["", (f"Decoder forward + backward: {decoder:.1f} ms/step ({100 * decoder / total:.0f}% of the step), "
-              f"{100 * pad.tgt_padding:.1f}% of its positions padding: at most ~{pad.tgt_padding * decoder:.1f} "
-              f"ms/step ({100 * pad.tgt_padding * decoder / total:.1f}% of the step) goes to padded positions, "
-              "less the attention between positions, which packing the real tokens could not remove.")]
+                   f"{100 * pad.tgt_padding:.1f}% of its positions padding: at most ~{pad.tgt_padding * decoder:.1f} "
+                   f"ms/step ({100 * pad.tgt_padding * decoder / total:.1f}% of the step) goes to padded positions, "
+                   "less the attention between positions, which packing the real tokens could not remove.")]
     return heading, "\n".join(lines)
 
 
