@@ -414,14 +414,21 @@ np.savez(out, indices=np.concatenate(batches), counts=np.array([len(b) for b in 
 """
 
 
+ORDO_TIES = "ordo, ties by target length"  # the padding row of a batching ordo does not train with (a lever)
+
+
 def padding_both(setting: Setting, venv: Path) -> dict[str, Padding]:
     """Padding of one epoch of ordo's batches (its own batching, epoch 1) and of fairseq's (its batch iterator,
-    built in its venv with the training run's arguments)."""
+    built in its venv with the training run's arguments); and, as :data:`ORDO_TIES`, of ordo's batching with pairs
+    of equal size ordered by target length (``bucket_width=1, sort_within=target lengths``), the way fairseq orders
+    pairs of equal source length."""
     train = ParallelData.open(setting.data_dir, "train")
-    src, tgt = train.src.lengths + 1, train.tgt.lengths + 1  # + EOS (source, target out) or BOS (target in)
+    lengths = (train.src.lengths, train.tgt.lengths)
+    src, tgt = lengths[0] + 1, lengths[1] + 1  # + EOS (source, target out) or BOS (target in)
     cfg = recipe_config(setting.corpus, setting.data_dir, setting.max_tokens, setting.threads)
-    ordo = padding_of(src, tgt, epoch_batches(train.src.lengths, train.tgt.lengths, setting.max_tokens,
-                                              cfg.train.seed, 1))
+    ordo = padding_of(src, tgt, epoch_batches(*lengths, setting.max_tokens, cfg.train.seed, 1))
+    ties = padding_of(src, tgt, epoch_batches(*lengths, setting.max_tokens, cfg.train.seed, 1, bucket_width=1,
+                                              sort_within=lengths[1]))
     out = setting.work / "fairseq_batches.npz"
     args = fairseq_train_args(cfg, setting.bin_dir, setting.max_tokens, setting.steps, setting.interval,
                               setting.work / "fairseq_save")
@@ -430,7 +437,7 @@ def padding_both(setting: Setting, venv: Path) -> dict[str, Padding]:
     saved = np.load(out)
     # fairseq's dataset holds the same pairs in the same order (checked piece by piece in prepare_fairseq)
     fairseq = padding_of(src, tgt, np.split(saved["indices"], np.cumsum(saved["counts"])[:-1]))
-    return {"ordo": ordo, "fairseq": fairseq}
+    return {"ordo": ordo, "fairseq": fairseq, ORDO_TIES: ties}
 
 
 # -- the comparison --------------------------------------------------------------------------------------------
@@ -522,12 +529,15 @@ def comparison_section(command: str, venv: Path, threads: int, results: list[Cor
             lines.append(f"| {done.setting.max_tokens:,} | **{statistics.median(ratios):.2f}** | "
                          f"{min(ratios):.2f}-{max(ratios):.2f} | {statistics.median(r.ordo for r in done.rounds):,.0f} "
                          f"| {statistics.median(r.fairseq for r in done.rounds):,.0f} |")
-        lines += ["", "Padding over one epoch of the training set (padded share of all positions):", "",
+        lines += ["", ("Padding over one epoch of the training set (padded share of all positions). The last row "
+                       f"of each size is not what ordo trains with: \"{ORDO_TIES}\" is ordo's batching with pairs of "
+                       "equal size ordered by target length, as fairseq orders pairs of equal source length "
+                       "(ordo.data.batching.epoch_batches with bucket_width=1, sort_within=target lengths)."), "",
                   ("| max tokens | toolkit | batches | pairs | tgt tokens/batch | source padding | target padding | "
                   "ordo's encoder packs |"), "|---:|---|---:|---:|---:|---:|---:|---:|"]
         for done in result.settings:
             for toolkit, pad in done.padding.items():
-                packs = f"{100 * pad.packed:.0f}% of batches" if toolkit == "ordo" else "-"
+                packs = "-" if toolkit == "fairseq" else f"{100 * pad.packed:.0f}% of batches"
                 lines.append(f"| {done.setting.max_tokens:,} | {toolkit} | {pad.batches:,} | {pad.pairs:,} | "
                              f"{pad.tgt_tokens_per_batch:,.0f} | {100 * pad.src_padding:.1f}% | "
                              f"{100 * pad.tgt_padding:.1f}% | {packs} |")
