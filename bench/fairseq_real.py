@@ -53,7 +53,8 @@ every round, the median of the per-round ratios ordo/fairseq and their spread (m
 
 ``--profile`` instead times where one training step of ordo goes over ``--profile-batches`` real batches of the first
 corpus at the first ``--max-tokens`` (data, encoder, decoder, loss, backward parts, optimiser; then torch.profiler's
-busiest operators and the time outside ATen kernels) and writes its own section into the same results file.
+busiest operators and backward functions, and the time outside ATen operators) and writes its own section into the
+same results file.
 
 usage: python bench/fairseq_real.py [--corpora multi30k small_parallel_enja] [--max-tokens 3000 4096] [--rounds 3]
            [--updates 300] [--warmup 50] [--work DIR] [--out bench/results/fairseq_real.md]
@@ -336,6 +337,7 @@ def run_ordo(setting: Setting, round_index: int) -> float:
                                  setting.interval, setting.threads)
     run_logged(command, run_dir.parent / "ordo.out", dict(os.environ) | thread_env(setting.threads))
     rates = ordo_intervals(run_dir / "train.log")
+    shutil.rmtree(run_dir / "checkpoints")  # the final checkpoint and best.pt: ~190 MB a run, not needed
     cfg = recipe_config(setting.corpus, setting.data_dir, setting.max_tokens, setting.threads)
     tokens = ordo_update_tokens(setting.data_dir, setting.max_tokens, cfg.train.seed, setting.steps)
     intervals = []
