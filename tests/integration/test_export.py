@@ -11,10 +11,11 @@ ctranslate2 = pytest.importorskip("ctranslate2")
 
 def ordo_and_ct2(run, out, sources, beam):
     loaded = api.load_run(run, "last", "cpu")
+    # both stop at 100 pieces: ordo then ends the hypothesis with EOS, CTranslate2 returns it without one
     ours = loaded.translate_hypotheses(sources, beam_size=beam, max_len_a=0.0, max_len_b=100, length_penalty=1.0)
     translator = ctranslate2.Translator(str(out), device="cpu", intra_threads=2)
     pieces = [loaded.src_vocab.pieces(loaded.src_vocab.encode(s)) for s in sources]
-    theirs = translator.translate_batch(pieces, beam_size=beam, max_decoding_length=101, length_penalty=1.0)
+    theirs = translator.translate_batch(pieces, beam_size=beam, max_decoding_length=100, length_penalty=1.0)
     return [loaded.tgt_vocab.pieces(h[0].tokens) for h in ours], [r.hypotheses[0] for r in theirs]
 
 

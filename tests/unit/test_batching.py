@@ -33,6 +33,21 @@ def padded_source(batches, src):
     return sum(len(b) * (src[b].max() + 1) for b in batches)
 
 
+
+def padded_share(batches, lengths):
+    padded = sum(len(b) * (lengths[b].max() + 1) for b in batches)
+    return 1 - sum(int(lengths[b].sum()) + len(b) for b in batches) / padded
+
+
+def test_pairs_of_one_size_are_ordered_by_target_so_the_shorter_side_pads_little():
+    rng = np.random.default_rng(5)
+    tgt = rng.integers(3, 30, 20000)
+    src = tgt + rng.integers(0, 12, 20000)  # Ja-En-like: the source is the longer side, the size is the source's
+    batches = epoch_batches(src, tgt, 600, seed=1, epoch=1)
+    assert sorted(np.concatenate(batches).tolist()) == list(range(20000))
+    assert padded_share(batches, tgt) < 0.05  # sorted by size alone, a fifth of target positions pad
+    assert padded_share(batches, src) < 0.05
+
 def test_target_buckets_sorted_by_source_pad_the_source_less_within_the_target_budget():
     rng = np.random.default_rng(3)
     tgt = rng.integers(1, 40, 2000)
