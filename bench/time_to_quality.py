@@ -16,7 +16,6 @@ usage: python bench/time_to_quality.py --run RUN --src TEST.src --ref TEST.ref [
 from __future__ import annotations
 
 import argparse
-import re
 import shlex
 import sys
 import tempfile
@@ -26,9 +25,13 @@ from ordo import api
 from ordo.analysis.tables import markdown_table
 from ordo.data.textio import atomic_write, read_lines
 from ordo.evaluation.bleu import corpus_scores
-from ordo.training.checkpoint import average_checkpoints, load_checkpoint, save_checkpoint, step_checkpoints
-
-STEP = re.compile(r"step_(\d+)\.pt$")
+from ordo.training.checkpoint import (
+    STEP_PATTERN,
+    average_checkpoints,
+    load_checkpoint,
+    save_checkpoint,
+    step_checkpoints,
+)
 
 
 def parse_args() -> argparse.Namespace:
@@ -46,11 +49,8 @@ def parse_args() -> argparse.Namespace:
 
 
 def step_of(path: Path) -> int:
-    """The update number of a ``step_N.pt`` checkpoint."""
-    match = STEP.search(path.name)
-    if match is None:
-        raise ValueError(f"{path}: not a periodic checkpoint")
-    return int(match.group(1))
+    """The update number of a ``step_N.pt`` checkpoint (as :func:`step_checkpoints` lists them)."""
+    return int(STEP_PATTERN.match(path.name).group(1))  # type: ignore[union-attr]
 
 
 def evaluation_points(checkpoints: list[Path], every: int, average: int) -> list[tuple[int, list[Path]]]:
@@ -77,8 +77,8 @@ def score_point(run: Path, paths: list[Path], sources: list[str], refs: list[str
 def read_peer(spec: str) -> tuple[str, list[tuple[float, float]]]:
     """``NAME=TSV`` as (NAME, [(minutes, BLEU), ...])."""
     name, _, path = spec.partition("=")
-    points = [tuple(float(x) for x in line.split("\t")[:2]) for line in read_lines(Path(path)) if line.strip()]
-    return name, [(m, b) for m, b in points]
+    rows = [line.split("\t") for line in read_lines(Path(path)) if line.strip()]
+    return name, [(float(row[0]), float(row[1])) for row in rows]
 
 
 def plot(series: dict[str, list[tuple[float, float]]], target: float | None, path: Path) -> None:

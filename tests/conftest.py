@@ -75,6 +75,20 @@ def trained_run(small_data, tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
+def loaded_run(trained_run):
+    """``trained_run`` loaded for translation (its "last" checkpoint)."""
+    from ordo import api
+
+    return api.load_run(trained_run, "last")
+
+
+@pytest.fixture(scope="session")
+def small_test_sources(small_data) -> list[str]:
+    """The source side of ``small_data``'s test text, a sentence per item."""
+    return (small_data.parent / "text" / "test.src").read_text(encoding="utf-8").splitlines()
+
+
+@pytest.fixture(scope="session")
 def cuda_run(small_data, tmp_path_factory) -> Path:
     """As ``trained_run``, on a CUDA GPU under the default ``train.amp`` (bf16 there), validated twice."""
     run = tmp_path_factory.mktemp("cuda") / "run"

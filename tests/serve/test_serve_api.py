@@ -14,20 +14,19 @@ import httpx
 from fastapi.testclient import TestClient
 from serve_helpers import live_server
 
-from ordo import api
 from ordo.build import count_parameters
 from ordo.cli import main
 from ordo.serve.app import ServeLimits, create_app, one_line
 
 
 @pytest.fixture(scope="module")
-def run(trained_run):
-    return api.load_run(trained_run, "last")
+def run(loaded_run):
+    return loaded_run
 
 
 @pytest.fixture(scope="module")
-def texts(small_data):
-    return (small_data.parent / "text" / "test.src").read_text(encoding="utf-8").splitlines()[:40]
+def texts(small_test_sources):
+    return small_test_sources[:40]
 
 
 @pytest.fixture(scope="module")

@@ -65,20 +65,10 @@ def test_text_ribes_tokenizes_like_the_corpus_measure():
     assert text_ribes("c b a", "a b c") < text_ribes("a b c", "a b c") == pytest.approx(1.0)
 
 
-@pytest.fixture(scope="module")
-def run(trained_run):
-    return api.load_run(trained_run, "last")
-
-
-@pytest.fixture(scope="module")
-def texts(small_data):
-    return (small_data.parent / "text" / "test.src").read_text(encoding="utf-8").splitlines()[:12]
-
-
-def test_translate_detailed_gives_translate_s_outputs_with_consistent_word_order_data(run, texts):
-    inputs = [*texts, "", "中文 测试"]
-    details = run.translate_detailed(inputs, beam_size=3, nbest=2)
-    assert [d.translation for d in details] == run.translate(inputs, beam_size=3)
+def test_translate_detailed_gives_translate_s_outputs_with_consistent_word_order_data(loaded_run, small_test_sources):
+    inputs = [*small_test_sources[:12], "", "中文 测试"]
+    details = loaded_run.translate_detailed(inputs, beam_size=3, nbest=2)
+    assert [d.translation for d in details] == loaded_run.translate(inputs, beam_size=3)
     for text, detail in zip(inputs, details):
         assert detail.nbest[0].text == detail.translation
         assert detail.nbest[0].score >= detail.nbest[-1].score
@@ -96,18 +86,19 @@ def test_translate_detailed_gives_translate_s_outputs_with_consistent_word_order
     assert details[-1].source_units == ["中文", "测试"]  # the characters, not <unk>
 
 
-def test_without_attention_and_with_references(run, texts):
-    details = run.translate_detailed(texts[:3], attention=False, references=texts[:3])
+def test_without_attention_and_with_references(loaded_run, small_test_sources):
+    texts = small_test_sources[:3]
+    details = loaded_run.translate_detailed(texts, attention=False, references=texts)
     assert all(d.attention is None and d.links == [] for d in details)
     assert [d.ribes for d in details] == [pytest.approx(text_ribes(d.translation, t))
-                                          for d, t in zip(details, texts[:3])]
+                                          for d, t in zip(details, texts)]
 
 
-def test_an_exgre_model_gives_its_predicted_target_order_positions(run):
+def test_an_exgre_model_gives_its_predicted_target_order_positions(loaded_run):
     cfg = load_config(None, ["model.preset=tiny", "model.methods.exgre.weight=0.5"])
     torch.manual_seed(0)
-    model = build_model(cfg.model, len(run.src_vocab), len(run.tgt_vocab), True).model.eval()
-    exgre = api.LoadedRun(model, cfg, run.src_vocab, run.tgt_vocab, torch.device("cpu"))
+    model = build_model(cfg.model, len(loaded_run.src_vocab), len(loaded_run.tgt_vocab), True).model.eval()
+    exgre = api.LoadedRun(model, cfg, loaded_run.src_vocab, loaded_run.tgt_vocab, torch.device("cpu"))
     detail, = exgre.translate_detailed(["the red lazy hill dances ."], beam_size=2, max_len_b=3)
     positions = detail.predicted_positions
     assert positions is not None and len(positions) == len(detail.source_tokens)
