@@ -8,29 +8,26 @@ of the beam bookkeeping). Each top-level ATen op is charged to its innermost sco
 layers, to matmuls (``linear``) or attention (everything else there: SDPA, the cache's ``cat``, head
 reshapes); what a scope spends outside any op is Python (and the profiler's own cost) between ops.
 
-A second table times the model's matmuls at the shapes a beam of 5 gives and at a large batch's, with
-PyTorch's default fp32 kernel (MKL's sgemm) against oneDNN with its weights packed ahead (the fp32 GEMM
-backend CTranslate2 selects on a CPU that is not Intel's), alternating the two in rounds.
+The float32 linear layers multiply where ``--cpu-gemm`` says (``decode.cpu_gemm``, :mod:`ordo.gemm`); the
+matmul shapes themselves, torch's BLAS against oneDNN, are timed by bench/cpu_gemm.py.
 
 usage: python bench/decode_profile.py --model RUN --checkpoint averaged --src FILE [--sentences 50]
-           [--threads 2] [--int8]        prints the markdown section
+           [--threads 2] [--int8] [--cpu-gemm auto]        prints the markdown section
 """
 
 from __future__ import annotations
 
 import argparse
 import collections
+import dataclasses
 import functools
 import importlib
-import statistics
 import sys
 import time
 from collections.abc import Callable
 from typing import Any
 
 import torch
-import torch.nn.functional as F
-from torch import nn
 from torch.profiler import ProfilerActivity, profile, record_function
 
 # the scopes and the module attributes they wrap: (owner, attribute) -> scope name
@@ -54,7 +51,8 @@ PLAIN_PARTS = {("ordo.models.transformer:TransformerModel", "encode"): "encoder"
                ("ordo.models.transformer:TransformerModel", "decode_step"): "decoder steps"}
 SENTENCE = "sentence"  # the scope around one sentence's translation: set-up and the search loop itself
 MODEL_SCOPES = {"self_attn", "cross_attn", "ffn", "decoder_rest", "output"}
-MATMULS = {"aten::linear", "aten::addmm", "aten::mm", "aten::matmul", "quantized::linear_dynamic"}
+MATMULS = {"aten::linear", "aten::addmm", "aten::mm", "aten::matmul", "quantized::linear_dynamic",
+           "mkldnn::_linear_pointwise"}
 
 
 
@@ -226,94 +224,16 @@ def profile_table(result: dict[str, Any], sentences: int) -> list[str]:
     return lines
 
 
-def packed_linear(weight: torch.Tensor, bias: torch.Tensor | None, rows: int) -> Callable[[torch.Tensor], torch.Tensor]:
-    """``x -> F.linear(x, weight, bias)`` by oneDNN on a weight packed ahead for ``rows`` input rows."""
-    packed = torch.ops.mkldnn._reorder_linear_weight(weight.detach(), rows)
-    fixed_bias = None if bias is None else bias.detach()
-    return lambda x: torch.ops.mkldnn._linear_pointwise(x, packed, fixed_bias, "none", [], "")
-
-
-class PackedLinear(nn.Module):
-    """A linear layer (or an output projection, without bias) run by oneDNN on prepacked weights."""
-
-    def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None, rows: int) -> None:
-        super().__init__()
-        self.apply_linear = packed_linear(weight, bias, rows)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """(..., in) -> (..., out)."""
-        return self.apply_linear(x)
-
-
-def pack_onednn(module: nn.Module, rows: int = 5) -> None:
-    """Replace every ``nn.Linear`` and output projection in ``module`` by a :class:`PackedLinear` (in place):
-    the what-if of bench/decode_real.py, not a path of ordo (the sums round differently from MKL's)."""
-    from ordo.models.transformer import OutputProjection
-
-    for name, child in list(module.named_children()):
-        if isinstance(child, nn.Linear):
-            setattr(module, name, PackedLinear(child.weight, child.bias, rows))
-        elif isinstance(child, OutputProjection):
-            setattr(module, name, PackedLinear(child.weight, None, rows))
-        else:
-            pack_onednn(child, rows)
-
-
-def time_calls(function: Callable[[], object], calls: int) -> float:
-    """Microseconds per call of ``function`` over ``calls`` calls, after a few untimed ones."""
-    for _ in range(3):
-        function()
-    start = time.perf_counter()
-    for _ in range(calls):
-        function()
-    return 1e6 * (time.perf_counter() - start) / calls
-
-
-def gemm_table(model: Any, rounds: int = 5) -> list[str]:
-    """MKL sgemm (PyTorch's fp32 ``linear``) against oneDNN with packed weights, per matmul shape of the
-    decoder, at 5 rows (one sentence's beam) and 1,500 rows (a 6,000-token batch's beams at step 1)."""
-    if not hasattr(torch.ops.mkldnn, "_reorder_linear_weight"):
-        return ["(this PyTorch has no oneDNN linear ops: no comparison)"]
-    layer = model.decoder.layers[0]
-    shapes = {"self-attention QKV": layer.self_attn.qkv, "self-attention out": layer.self_attn.out,
-              "cross-attention Q": layer.cross_attn.q, "FFN in": layer.ffn.fc1, "FFN out": layer.ffn.fc2}
-    weights = {name: (linear.weight.detach(), linear.bias.detach()) for name, linear in shapes.items()}
-    weights["output projection"] = (model.output.weight.detach(), None)
-    header = "| matmul (rows x in -> out) | MKL µs | oneDNN packed µs | MKL / oneDNN (median of rounds) | max abs diff |"
-    lines = [header, "|---|---:|---:|---:|---:|"]
-    with torch.inference_mode():
-        for rows in (5, 1500):
-            for name, (weight, bias) in weights.items():
-                x = torch.randn(rows, weight.size(1))
-                packed = packed_linear(weight, bias, rows)
-                calls = max(3, 3000 // rows)
-                mkl, dnnl = [], []
-                plain = functools.partial(F.linear, x, weight, bias)
-                fast = functools.partial(packed, x)
-                for _ in range(rounds):
-                    mkl.append(time_calls(plain, calls))
-                    dnnl.append(time_calls(fast, calls))
-                ratio = statistics.median(a / b for a, b in zip(mkl, dnnl))
-                diff = (F.linear(x, weight, bias) - packed(x)).abs().max().item()
-                lines.append(f"| {name} ({rows} x {weight.size(1)} -> {weight.size(0)}) | {statistics.median(mkl):.0f} "
-                             f"| {statistics.median(dnnl):.0f} | x{ratio:.2f} | {diff:.1e} |")
-    return lines
-
-
-def section(model_dir: str, checkpoint: str, src: str, sentences: int, threads: int, int8: bool) -> str:
-    """The markdown section: the profile of single-sentence beam search and, in float32, the GEMM table."""
+def section(model_dir: str, checkpoint: str, src: str, sentences: int, threads: int, int8: bool, cpu_gemm: str) -> str:
+    """The markdown section: the profile of single-sentence beam search with ``decode.cpu_gemm`` = ``cpu_gemm``."""
     from ordo.api import load_run
     from ordo.data.textio import read_lines
 
     torch.set_num_threads(threads)
     run = load_run(model_dir, checkpoint, "cpu", int8=int8)
+    run.cfg.decode = dataclasses.replace(run.cfg.decode, cpu_gemm=cpu_gemm)
     lines = read_lines(src)[:sentences]
-    parts = profile_table(profile_single_sentences(run, lines), len(lines))
-    if not int8:
-        title = (f"The decoder's matmuls, PyTorch's fp32 kernel against oneDNN with packed weights ({threads} threads, "
-                 "alternating, 5 rounds):")
-        parts += ["", title, "", *gemm_table(run.model)]
-    return "\n".join(parts) + "\n"
+    return "\n".join(profile_table(profile_single_sentences(run, lines), len(lines))) + "\n"
 
 
 def main() -> None:
@@ -324,8 +244,11 @@ def main() -> None:
     parser.add_argument("--sentences", type=int, default=50)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--int8", action="store_true", help="profile ordo translate --int8 instead")
+    parser.add_argument("--cpu-gemm", choices=["auto", "onednn", "blas"], default="auto",
+                        help="decode.cpu_gemm: where the float32 linear layers multiply (ordo.gemm)")
     args = parser.parse_args()
-    sys.stdout.write(section(args.model, args.checkpoint, args.src, args.sentences, args.threads, args.int8))
+    sys.stdout.write(section(args.model, args.checkpoint, args.src, args.sentences, args.threads, args.int8,
+                             args.cpu_gemm))
 
 
 if __name__ == "__main__":

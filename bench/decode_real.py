@@ -9,10 +9,11 @@ Beam search with the run's decoding settings (``decode`` in its config.yaml: bea
   without the EOS it appends); the report gives each one's number of batches;
 - small: the first ``--small`` sentences one at a time, as a server's requests arrive.
 
-Systems: ordo float32 and ``--int8`` (dynamic int8 projections), CTranslate2 ``compute_type`` float32 and int8
-(``intra_threads`` 2, ``inter_threads`` 1) on ``ordo export --format ctranslate2``, and a what-if that is not
-part of ordo: ordo float32 with every linear layer run by oneDNN on prepacked weights (what CTranslate2's fp32
-GEMM backend is on a CPU that is not Intel's; see bench/decode_profile.py). CTranslate2 gets ordo's settings
+Systems: ordo float32 with its linear layers on torch's BLAS (``decode.cpu_gemm=blas``) and on oneDNN
+(``decode.cpu_gemm=onednn``, packed weights: what ``auto`` picks on a CPU not made by Intel, and CTranslate2's
+fp32 GEMM backend there; :mod:`ordo.gemm`), ordo ``--int8`` (dynamic int8 projections), CTranslate2
+``compute_type`` float32 and int8 (``intra_threads`` 2, ``inter_threads`` 1) on ``ordo export --format
+ctranslate2``. CTranslate2 gets ordo's settings
 where it has them: ``return_end_token`` so that the length its length penalty divides by counts EOS as ordo's
 does, ``max_decoding_length`` = ordo's output limit + 1 (per sentence in the small regime, the largest of the
 file in the large one) and ``min_decoding_length`` = ``decode.min_len``.
@@ -48,14 +49,15 @@ import torch
 from ordo.data.textio import atomic_write, read_lines
 
 SYSTEMS = {  # name -> label in the report
-    "ordo-fp32": "ordo fp32",
+    "ordo-fp32": "ordo fp32, torch's BLAS (`decode.cpu_gemm=blas`)",
+    "ordo-fp32-onednn": "ordo fp32, oneDNN (`decode.cpu_gemm=onednn`)",
     "ordo-int8": "ordo int8 (`--int8`)",
     "ct2-fp32": "CTranslate2 fp32",
     "ct2-int8": "CTranslate2 int8",
-    "ordo-fp32-onednn": "what-if: ordo fp32, oneDNN packed linears",
 }
+CPU_GEMM = {"ordo-fp32": "blas", "ordo-fp32-onednn": "onednn", "ordo-int8": "blas"}  # decode.cpu_gemm per system
 CT2_TYPES = {"ct2-fp32": "float32", "ct2-int8": "int8"}
-PAIRS = (("ordo-fp32", "ct2-fp32"), ("ordo-int8", "ct2-int8"), ("ordo-fp32-onednn", "ct2-fp32"))
+PAIRS = (("ordo-fp32", "ct2-fp32"), ("ordo-fp32-onednn", "ct2-fp32"), ("ordo-int8", "ct2-int8"))
 REGIMES = ("large", "small")
 HERE = Path(__file__).resolve().parent
 DIFFERENCES = ("Lines (1-based) whose output differs from ordo fp32's, * where either output stopped at its length "
@@ -98,17 +100,14 @@ def ordo_translate(args: argparse.Namespace, lines: list[str]) -> tuple[list[str
     torch.set_num_threads(args.threads)
     start = time.perf_counter()
     run = load_run(args.model, args.checkpoint, "cpu", int8=args.one == "ordo-int8")
-    if args.one == "ordo-fp32-onednn":
-        from decode_profile import pack_onednn
-
-        pack_onednn(run.model)
     loaded = time.perf_counter() - start
-    run.translate(lines[:1])  # warm-up
+    cpu_gemm = CPU_GEMM[args.one]
+    run.translate(lines[:1], cpu_gemm=cpu_gemm)  # warm-up
     start = time.perf_counter()
     if args.regime == "large":
-        hyps = [nbest[0] for nbest in run.translate_hypotheses(lines)]
+        hyps = [nbest[0] for nbest in run.translate_hypotheses(lines, cpu_gemm=cpu_gemm)]
     else:
-        hyps = [run.translate_hypotheses([line])[0][0] for line in lines]
+        hyps = [run.translate_hypotheses([line], cpu_gemm=cpu_gemm)[0][0] for line in lines]
     outputs = [run.detokenize(hyp) for hyp in hyps]  # what run.translate returns
     seconds = time.perf_counter() - start
     limits = output_limits([len(row) for row in run.encode_sources(lines)], run.cfg.decode, run.cfg.model)

@@ -89,6 +89,7 @@ def ordo_model():  # type: ignore[no-untyped-def]
 def ordo_train() -> dict:
     from ordo.config import TrainConfig
     from ordo.data.batch import Batch
+    from ordo.gemm import cpu_gemm
     from ordo.losses import output_nll
     from ordo.training.optim import build_optimizer
 
@@ -105,15 +106,18 @@ def ordo_train() -> dict:
         loss.backward()
         optimizer.step()
 
-    seconds = timed(step)
+    with cpu_gemm(TrainConfig().cpu_gemm):  # the default setting, as ordo train runs it
+        seconds = timed(step)
     return {"tok_per_s": B * T / seconds, "gflops": training_flops_per_step() / seconds / 1e9,
             "params": sum(p.numel() for p in model.parameters())}
 
 
 def ordo_decode(beam: int, int8: bool = False) -> dict:
+    from ordo.config import DecodeConfig
     from ordo.data.batch import Batch
     from ordo.decoding.quantize import quantize_int8
     from ordo.decoding.search import beam_search, greedy_search
+    from ordo.gemm import cpu_gemm
 
     model = ordo_model().eval()
     if int8:
@@ -121,10 +125,11 @@ def ordo_decode(beam: int, int8: bool = False) -> dict:
     src = random_batch()[0][:DEC_B]
     batch = Batch(src, torch.full((DEC_B,), S), torch.arange(DEC_B))
     limits = {"max_len_a": 0.0, "max_len_b": DEC_LEN - 1, "min_len": DEC_LEN - 1}  # 29 tokens + EOS: 30 steps
-    if beam == 1:
-        seconds = timed(lambda: greedy_search(model, batch, **limits), steps=2, warm=1)
-    else:
-        seconds = timed(lambda: beam_search(model, batch, beam, **limits), steps=2, warm=1)
+    with cpu_gemm(DecodeConfig().cpu_gemm):  # the default setting, as ordo translate runs it
+        if beam == 1:
+            seconds = timed(lambda: greedy_search(model, batch, **limits), steps=2, warm=1)
+        else:
+            seconds = timed(lambda: beam_search(model, batch, beam, **limits), steps=2, warm=1)
     return {"sent_per_s": DEC_B / seconds}
 
 
@@ -282,15 +287,19 @@ VECTOR_FLAGS = ("avx", "avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512_bf1
 
 
 def cpu_description() -> str:
-    """The CPU's model name, its vector extensions among :data:`VECTOR_FLAGS` (from ``/proc/cpuinfo``; "unknown"
-    elsewhere) and the kernel level PyTorch dispatches to (``torch.backends.cpu.get_cpu_capability``)."""
+    """The CPU's model name and vendor, its vector extensions among :data:`VECTOR_FLAGS` (from ``/proc/cpuinfo``;
+    "unknown" elsewhere), the kernel level PyTorch dispatches to (``torch.backends.cpu.get_cpu_capability``) and
+    where ordo's float32 linear layers multiply by default (:mod:`ordo.gemm`)."""
     info = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else ""
     fields = dict(line.split(":", 1) for line in info.splitlines() if ":" in line)
     model = " ".join(fields.get("model name\t", "unknown CPU").split())
     flags = set(fields.get("flags\t\t", "").split())
     found = [flag for flag in VECTOR_FLAGS if flag in flags] if flags else ["unknown"]
-    return f"{model}; vector extensions: {' '.join(found) or 'none'}; PyTorch kernels: " \
-           f"{torch.backends.cpu.get_cpu_capability()}"
+    from ordo.gemm import cpu_vendor, resolve
+
+    return f"{model} ({cpu_vendor() or 'vendor unknown'}); vector extensions: {' '.join(found) or 'none'}; " \
+           f"PyTorch kernels: {torch.backends.cpu.get_cpu_capability()}; float32 linear layers (cpu_gemm auto): " \
+           f"{resolve('auto')}"
 
 
 def report(results: dict, out: Path, rounds: int) -> None:
