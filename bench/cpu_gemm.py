@@ -113,8 +113,9 @@ def train_run(corpus_name: str, data_dir: Path, work: Path, backend: str, steps:
               max_tokens: int, threads: int) -> tuple[dict[int, float], float]:
     """One ``ordo train`` run from scratch on ``backend``: (update -> tgt tok/s, final dev loss)."""
     run_dir = work / backend
-    if run_dir.exists():
+    if run_dir.exists():  # an old run directory would be resumed
         shutil.rmtree(run_dir)
+    work.mkdir(parents=True, exist_ok=True)
     command = ordo_train_command(CORPORA[corpus_name], data_dir, run_dir, max_tokens, steps, interval, threads)
     command += ["--set", f"train.cpu_gemm={backend}"]
     run_logged(command, work / f"{backend}.out", dict(os.environ) | thread_env(threads))
@@ -135,7 +136,7 @@ def training_table(args: argparse.Namespace) -> list[str]:
     for index in range(args.train_rounds):
         for backend in BACKENDS if index % 2 == 0 else BACKENDS[::-1]:
             log(f"training round {index + 1}: {backend}")
-            intervals, losses[backend] = train_run(args.corpus, data_dir, args.work / "runs", backend, steps,
+            intervals, losses[backend] = train_run(args.corpus, data_dir, args.work / args.corpus / "cpu_gemm", backend, steps,
                                                    interval, args.max_tokens, args.threads)
             measured = [(sum(tokens[end - interval:end]), rate) for end, rate in intervals.items() if end > args.warmup]
             rates[backend].append(measured_rate(measured))
