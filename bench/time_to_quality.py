@@ -10,7 +10,8 @@ the first point at or above ``--target`` (e.g. a peer's final score). Peers' poi
 The run must keep enough checkpoints (``train.keep_last`` large) for the points asked for.
 
 usage: python bench/time_to_quality.py --run RUN --src TEST.src --ref TEST.ref [--every 250] [--average 5]
-           [--target 37.27] [--amp off|bf16] [--peer fairseq=FILE.tsv] [--out bench/results/time_to_quality.md]
+           [--target 37.27] [--amp off|bf16] [--peer fairseq=FILE.tsv] [--label NAME]
+           [--out bench/results/time_to_quality.md]
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--target", type=float, help="BLEU to reach (a peer's final score)")
     parser.add_argument("--amp", default="off", help="decode.amp for the translations (off, bf16)")
     parser.add_argument("--peer", action="append", default=[], metavar="NAME=TSV", help="minutes<TAB>BLEU points")
+    parser.add_argument("--label", help="the run's name in the plot (default: its directory's)")
     parser.add_argument("--out", type=Path, default=Path("bench/results/time_to_quality.md"))
     return parser.parse_args()
 
@@ -115,16 +117,17 @@ def main() -> None:
         rows.append([str(step), f"{minutes:.1f}", f"{bleu:.2f}", f"{step_of(paths[0])}-{step}"])
         print(f"update {step}: {minutes:.1f} min, BLEU {bleu:.2f}", flush=True)
     reached = next((row for row, (_, bleu) in zip(rows, ours) if args.target is not None and bleu >= args.target), None)
-    series = {args.run.name: ours, **dict(read_peer(spec) for spec in args.peer)}
+    series = {args.label or args.run.name: ours, **dict(read_peer(spec) for spec in args.peer)}
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    figure = args.out.with_suffix(".png")
+    figure = args.out.parent / "figures" / f"{args.out.stem}.png"
+    figure.parent.mkdir(exist_ok=True)
     plot(series, args.target, figure)
     text = [f"command: `python {shlex.join(sys.argv)}`", "",
             markdown_table(["update", "training minutes", "test BLEU", "checkpoints averaged"], rows)]
     if args.target is not None:
         text.append(f"target {args.target:.2f}: " + (f"first reached at update {reached[0]}, {reached[1]} minutes"
                                                        if reached else "not reached"))
-    text.append(f"plot: {figure.name}")
+    text.append(f"plot: figures/{figure.name}")
     with atomic_write(args.out) as handle:
         handle.write("\n".join(text) + "\n")
     print("\n".join(text))

@@ -77,6 +77,9 @@ def _add_translate(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--amp", choices=choices(DecodeConfig, "amp"),
                    help="translate under autocast (bf16 on a GPU: faster, outputs may differ slightly); default: the "
                         "run's decode.amp (off unless set)")
+    p.add_argument("--cpu-gemm", choices=choices(DecodeConfig, "cpu_gemm"),
+                   help="where float32 linear layers multiply on a CPU: oneDNN or torch's BLAS; default: the run's "
+                        "decode.cpu_gemm (auto: oneDNN on x86 CPUs not made by Intel)")
 
 
 def _add_average(sub: argparse._SubParsersAction) -> None:
@@ -267,7 +270,7 @@ def _decode_overrides(args: argparse.Namespace) -> dict[str, Any]:
     values = {
         "beam_size": 1 if args.greedy else args.beam, "nbest": args.nbest, "length_penalty": args.lenpen,
         "max_len_a": args.max_len_a, "max_len_b": args.max_len_b, "max_tokens": args.batch_tokens,
-        "min_len": args.min_len, "amp": args.amp, "long_lines": args.long_lines,
+        "min_len": args.min_len, "amp": args.amp, "long_lines": args.long_lines, "cpu_gemm": args.cpu_gemm,
     }
     return {k: v for k, v in values.items() if v is not None}
 

@@ -4,6 +4,8 @@ the results of torch's own path."""
 import pytest
 
 from ordo import gemm
+from ordo.cli import main
+from ordo.data.textio import read_lines
 
 needs_onednn = pytest.mark.skipif(not gemm.onednn_available(), reason="this torch has no oneDNN linear kernel")
 
@@ -27,3 +29,17 @@ def test_translation_on_onednn_matches_blas(loaded_run, small_test_sources, oned
     same = sum(a == b for a, b in zip(onednn, blas))
     assert same >= len(blas) - 1, "the same translations (a near tie may round apart)"
     assert gemm._active == "blas", "the setting ends with the call"
+
+
+@needs_onednn
+def test_ordo_translate_takes_the_backend_from_the_command_line(trained_run, small_data, tmp_path, onednn_calls):
+    outputs = {}
+    for backend in ("blas", "onednn"):
+        out = tmp_path / backend
+        assert main(["translate", "--model", str(trained_run), "--checkpoint", "last", "--input",
+                     str(small_data / "test.src.txt"), "--output", str(out), "--device", "cpu",
+                     "--cpu-gemm", backend]) == 0
+        outputs[backend] = read_lines(out)
+        assert bool(onednn_calls) == (backend == "onednn")
+    same = sum(a == b for a, b in zip(outputs["onednn"], outputs["blas"]))
+    assert same >= len(outputs["blas"]) - 1
