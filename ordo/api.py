@@ -219,7 +219,7 @@ class LoadedRun:
 
 
 def load_run(run_dir: str | Path, checkpoint: str = "best", device: str = "auto", int8: bool = False) -> LoadedRun:
-    """Load a trained run for translation (weights only; no optimizer state is needed).
+    """Load a trained run for translation (weights only, frozen: no optimizer state is needed).
 
     With ``int8`` the model's projections are dynamically quantized to int8 for CPU translation
     (:func:`ordo.decoding.quantize.quantize_int8`); ``device`` must then resolve to the CPU.
@@ -243,7 +243,7 @@ def load_run(run_dir: str | Path, checkpoint: str = "best", device: str = "auto"
     except RuntimeError as err:
         raise CheckpointError(f"{run_dir}: checkpoint does not match the run's model ({err})") from None
     target = resolve_device("cpu" if int8 and device == "auto" else device)
-    model = model.to(target).eval()
+    model = model.to(target).eval().requires_grad_(False)  # for translation: frozen (ordo.gemm keeps it packed)
     if int8:
         from ordo.decoding.quantize import quantize_int8
 

@@ -24,6 +24,7 @@ SCHEMA_VERSION = 1
 
 Preset = Literal["tiny", "small", "base", "big", "rnn-tiny", "rnn-small", "rnn-base"]
 AmpMode = Literal["auto", "bf16", "fp16", "off"]  # mixed precision (ordo.precision)
+CpuGemm = Literal["auto", "onednn", "blas"]  # where float32 linear layers multiply on CPU (ordo.gemm)
 
 T = TypeVar("T")
 
@@ -84,6 +85,7 @@ class TrainConfig:
     amp: AmpMode = "auto"  # auto: bf16 on CUDA, off on CPU
     device: str = "auto"  # auto | cpu | cuda | cuda:N
     threads: int = 0  # torch CPU threads (0: leave torch's default)
+    cpu_gemm: CpuGemm = "auto"  # float32 linear layers on CPU: oneDNN or torch's BLAS; auto: oneDNN on non-Intel x86
     progress: bool = True  # show a progress bar on stderr
     num_workers: int = 0  # DataLoader worker processes
 
@@ -108,6 +110,7 @@ class DecodeConfig:
     max_tokens: int = 6000  # source tokens per translation batch
     amp: AmpMode = "off"  # auto: bf16 on CUDA; search under autocast, scores in float32;
     # the trainer's dev BLEU runs under train.amp when this is off
+    cpu_gemm: CpuGemm = "auto"  # float32 linear layers on CPU: oneDNN or torch's BLAS; auto: oneDNN on non-Intel x86
 
     def __post_init__(self) -> None:
         check_choices(self, "decode")

@@ -10,9 +10,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
+from ordo import gemm
 from ordo.data.batch import PAD_ID, Batch
 from ordo.models.outputs import Seq2SeqOutput
 
@@ -71,7 +71,7 @@ class _ChunkedOutputNLL(torch.autograd.Function):
         with torch.autocast(device, enabled=False):
             for start in range(0, rows.size(0), chunk):
                 part, part_targets = x[start:start + chunk], targets[start:start + chunk].unsqueeze(1)
-                logits = F.linear(part, w, b).float()  # (c, V)
+                logits = gemm.linear(part, w, b).float()  # (c, V)
                 target_logits = logits.gather(1, part_targets).squeeze(1)  # (c,)
                 mean_logits = logits.mean(dim=1)
                 row_max = logits.amax(dim=1, keepdim=True)
@@ -113,11 +113,8 @@ class _OutputGrads:
 
     def add(self, start: int, grad_logits: torch.Tensor, part: torch.Tensor, weight: torch.Tensor) -> None:
         """Push one chunk's (c, V) d loss / d z back through z = x W^T + b."""
-        self.rows[start:start + part.size(0)] = grad_logits @ weight
-        if grad_logits.dtype == torch.float32:
-            self.weight.addmm_(grad_logits.t(), part)
-        else:
-            self.weight += (grad_logits.t() @ part).float()
+        self.rows[start:start + part.size(0)] = gemm.matmul(grad_logits, weight)
+        self.weight += gemm.matmul(grad_logits.t(), part).float()
         if self.bias is not None:
             self.bias += grad_logits.sum(dim=0).float()
 

@@ -94,3 +94,19 @@ def aligned_data(tmp_path_factory) -> Path:
     )
     prepare(cfg, progress=False)
     return root / "data"
+
+
+@pytest.fixture
+def onednn_calls(monkeypatch) -> list[tuple[int, ...]]:
+    """The shapes of the inputs that reach oneDNN's kernel while the test runs."""
+    calls: list[tuple[int, ...]] = []
+    from ordo import gemm
+
+    kernel = gemm._onednn_linear
+
+    def spy(x, weight, bias):
+        calls.append(tuple(x.shape))
+        return kernel(x, weight, bias)
+
+    monkeypatch.setattr(gemm, "_onednn_linear", spy)
+    return calls

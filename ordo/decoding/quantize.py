@@ -20,6 +20,7 @@ import torch
 from torch import nn
 
 from ordo.errors import ConfigError
+from ordo.gemm import Linear
 from ordo.models.transformer import OutputProjection
 
 
@@ -43,7 +44,7 @@ def quantize_int8(model: nn.Module) -> nn.Module:
     if device.type != "cpu":
         raise ConfigError(f"int8 translation runs on the CPU only; the model is on {device} (use bf16 on CUDA)")
     quantized = copy.deepcopy(model).eval()
-    _untie_output_projections(quantized)
+    _plain_linear_layers(quantized)
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=r".*quantize_per_tensor.*deprecated", category=UserWarning)
         warnings.filterwarnings("ignore", message=r".*quantize_per_channel.*deprecated", category=UserWarning)
@@ -56,13 +57,18 @@ def is_int8(model: nn.Module) -> bool:
     return any(type(module).__module__.startswith("torch.ao.nn.quantized") for module in model.modules())
 
 
-def _untie_output_projections(model: nn.Module) -> None:
-    """Replace each :class:`OutputProjection` in ``model`` by an ``nn.Linear`` holding a copy of its weight."""
+def _plain_linear_layers(model: nn.Module) -> None:
+    """Replace each :class:`OutputProjection` in ``model`` by an ``nn.Linear`` holding a copy of its weight, and
+    each :class:`ordo.gemm.Linear` by an ``nn.Linear`` holding its parameters (the int8 swap takes that exact type)."""
     for name, child in list(model.named_children()):
         if isinstance(child, OutputProjection):
             vocab_size, dim = child.weight.shape
             linear = nn.Linear(dim, vocab_size, bias=False)
             linear.weight = nn.Parameter(child.weight.detach().clone(), requires_grad=False)
             setattr(model, name, linear)
+        elif isinstance(child, Linear):
+            plain = nn.Linear(child.in_features, child.out_features, bias=child.bias is not None)
+            plain.weight, plain.bias = child.weight, child.bias
+            setattr(model, name, plain)
         else:
-            _untie_output_projections(child)
+            _plain_linear_layers(child)

@@ -22,9 +22,9 @@ from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
-from torch import nn
 
 from ordo.errors import ConfigError
+from ordo.gemm import Linear
 from ordo.methods.registry import Method, register_method
 from ordo.models.outputs import DecoderState, EncoderOutput
 from ordo.models.rnn import MLPAttention
@@ -59,7 +59,7 @@ class DistortionAttention(MLPAttention):
         self.context = context
         self.window = window
         self.weight = weight
-        self.jump = nn.Linear(context_dim, 2 * window + 1)  # W, b of P(k | Ψ)
+        self.jump = Linear(context_dim, 2 * window + 1)  # W, b of P(k | Ψ)
 
     def init_state(self, encoder_out: EncoderOutput, state: DecoderState) -> None:
         """Keys, α_0 (one-hot on the first source word) and, for S-Distortion, c_0 = 0."""

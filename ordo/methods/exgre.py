@@ -38,6 +38,7 @@ from torch import nn
 from ordo.data.alignment.reorder_field import FIELD
 from ordo.data.batch import Batch
 from ordo.errors import ConfigError
+from ordo.gemm import Linear
 from ordo.losses import AuxLoss
 from ordo.methods.registry import Method, register_method
 from ordo.models.embeddings import SinusoidalPositions, sinusoidal_table
@@ -63,8 +64,8 @@ class GaussianPositions(nn.Module):
 
     def __init__(self, dim: int, table: SinusoidalPositions, window: float, hard_window: bool = True) -> None:
         super().__init__()
-        self.w = nn.Linear(dim, dim, bias=False)
-        self.v = nn.Linear(dim, 1, bias=False)
+        self.w = Linear(dim, dim, bias=False)
+        self.v = Linear(dim, 1, bias=False)
         self.table = table
         self.window = window
         self.sigma = window / 2
@@ -117,8 +118,8 @@ class FusionGate(nn.Module):
 
     def __init__(self, dim: int) -> None:
         super().__init__()
-        self.u_g = nn.Linear(dim, 1)
-        self.w_g = nn.Linear(dim, 1, bias=False)
+        self.u_g = Linear(dim, 1)
+        self.w_g = Linear(dim, 1, bias=False)
 
     def forward(self, plain: torch.Tensor, reordered: torch.Tensor) -> torch.Tensor:
         """(B, S, D) H^N and Hbar^N -> (B, S, D) fused states."""

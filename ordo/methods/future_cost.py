@@ -31,6 +31,7 @@ from torch import nn
 
 from ordo.data.batch import EOS_ID, PAD_ID, Batch
 from ordo.errors import ConfigError
+from ordo.gemm import Linear
 from ordo.losses import AuxLoss, output_nll
 from ordo.methods.registry import Method, register_method
 from ordo.models.outputs import DecoderState, EncoderOutput, Seq2SeqOutput
@@ -59,9 +60,9 @@ class FutureContextCell(nn.Module):
 
     def __init__(self, dim: int) -> None:
         super().__init__()
-        self.input_maps = nn.Linear(dim, 3 * dim)  # W_r, W_z, W stacked, with biases
-        self.gate_maps = nn.Linear(dim, 2 * dim, bias=False)  # U_r, U_z stacked
-        self.candidate_map = nn.Linear(dim, dim, bias=False)  # U
+        self.input_maps = Linear(dim, 3 * dim)  # W_r, W_z, W stacked, with biases
+        self.gate_maps = Linear(dim, 2 * dim, bias=False)  # U_r, U_z stacked
+        self.candidate_map = Linear(dim, dim, bias=False)  # U
 
     def forward(self, word: torch.Tensor, state: torch.Tensor) -> torch.Tensor:
         """F from word embeddings E[y] and top decoder states H, both (..., D); returns (..., D)."""
@@ -79,7 +80,7 @@ class FutureGate(nn.Module):
 
     def __init__(self, dim: int, bias: float | None = None) -> None:
         super().__init__()
-        self.w_g = nn.Linear(2 * dim, 1, bias=False)
+        self.w_g = Linear(2 * dim, 1, bias=False)
         self.bias = None if bias is None else nn.Parameter(torch.tensor(float(bias)))
 
     def forward(self, future: torch.Tensor, hidden: torch.Tensor) -> torch.Tensor:
@@ -108,7 +109,7 @@ class FutureCostModel(TransformerModel):
         self.gate = FutureGate(dim, cfg.gate_bias) if cfg.model == 2 else None
         weight: torch.Tensor = output.weight  # type: ignore[assignment]
         vocab = weight.size(0)
-        self.future_output = nn.Linear(dim, vocab, bias=False) if cfg.own_output else None
+        self.future_output = Linear(dim, vocab, bias=False) if cfg.own_output else None
 
     def future_states(self, tgt_in: torch.Tensor, hidden: torch.Tensor, encoder_out: EncoderOutput) -> torch.Tensor:
         """F_0..F_{T-1} for all positions at once: (B, T) ``tgt_in``, (B, T, D) ``hidden`` -> (B, T, D)."""

@@ -28,6 +28,7 @@ import torch
 from torch import nn
 
 from ordo.errors import ConfigError
+from ordo.gemm import Linear
 from ordo.methods.registry import Method, register_method
 from ordo.models.embeddings import SinusoidalPositions
 from ordo.models.slots import Slots
@@ -53,9 +54,9 @@ class PositionalPenalty(nn.Module):
 
     def __init__(self, dim: int) -> None:
         super().__init__()
-        self.w = nn.Linear(dim, dim, bias=False)
-        self.w_bar = nn.Linear(dim, dim, bias=False)
-        self.v = nn.Linear(dim, dim, bias=False)
+        self.w = Linear(dim, dim, bias=False)
+        self.w_bar = Linear(dim, dim, bias=False)
+        self.v = Linear(dim, dim, bias=False)
 
     def forward(self, layer_input: torch.Tensor, attended: torch.Tensor) -> torch.Tensor:
         """(B, T, D) H^{n-1} and (B, T, D) Hbar -> (B, T, D) penalties."""

@@ -16,6 +16,7 @@ from torch import nn
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from ordo.data.batch import Batch
+from ordo.gemm import Linear
 from ordo.models.dropout import dropout
 from ordo.models.packing import TokenPacking
 
@@ -97,8 +98,8 @@ class SelfAttention(nn.Module):
             raise ValueError(f"d_model={dim} is not divisible by heads={heads}")
         self.heads = heads
         self.dropout = dropout
-        self.qkv = nn.Linear(dim, 3 * dim)
-        self.out = nn.Linear(dim, dim)
+        self.qkv = Linear(dim, 3 * dim)
+        self.out = Linear(dim, dim)
 
     def project(
         self, x: torch.Tensor, cache: dict[str, torch.Tensor] | None, packing: TokenPacking | None = None
@@ -155,9 +156,9 @@ class CrossAttention(nn.Module):
         super().__init__()
         self.heads = heads
         self.dropout = dropout
-        self.q = nn.Linear(dim, dim)
-        self.kv = nn.Linear(dim, 2 * dim)
-        self.out = nn.Linear(dim, dim)
+        self.q = Linear(dim, dim)
+        self.kv = Linear(dim, 2 * dim)
+        self.out = Linear(dim, dim)
 
     def forward(
         self,

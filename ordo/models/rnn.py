@@ -17,6 +17,7 @@ from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from ordo.data.batch import PAD_ID, Batch
+from ordo.gemm import Linear
 from ordo.models.dropout import dropout
 from ordo.models.outputs import DecoderState, EncoderOutput, Seq2SeqOutput
 
@@ -44,9 +45,9 @@ class MLPAttention(nn.Module):
 
     def __init__(self, query_dim: int, key_dim: int, attn_dim: int) -> None:
         super().__init__()
-        self.query = nn.Linear(query_dim, attn_dim, bias=False)
-        self.key = nn.Linear(key_dim, attn_dim)
-        self.score = nn.Linear(attn_dim, 1, bias=False)
+        self.query = Linear(query_dim, attn_dim, bias=False)
+        self.key = Linear(key_dim, attn_dim)
+        self.score = Linear(attn_dim, 1, bias=False)
 
     def init_state(self, encoder_out: EncoderOutput, state: DecoderState) -> None:
         """Store the projected keys U h (B, S, A) in ``state.fields``."""
@@ -69,14 +70,14 @@ class ConditionalGRUDecoder(nn.Module):
                  dropout: float) -> None:
         super().__init__()
         self.embed = nn.Embedding(vocab_size, embed_dim, padding_idx=PAD_ID)
-        self.init_hidden = nn.Linear(context_dim, hidden)
+        self.init_hidden = Linear(context_dim, hidden)
         self.gru1 = nn.GRUCell(embed_dim, hidden)
         self.attention = attention
         self.gru2 = nn.GRUCell(context_dim, hidden)
-        self.out_state = nn.Linear(hidden, embed_dim)
-        self.out_prev = nn.Linear(embed_dim, embed_dim)
-        self.out_context = nn.Linear(context_dim, embed_dim)
-        self.project = nn.Linear(embed_dim, vocab_size)
+        self.out_state = Linear(hidden, embed_dim)
+        self.out_prev = Linear(embed_dim, embed_dim)
+        self.out_context = Linear(context_dim, embed_dim)
+        self.project = Linear(embed_dim, vocab_size)
         self.dropout = dropout
 
     def init_state(self, encoder_out: EncoderOutput) -> DecoderState:

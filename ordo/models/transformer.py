@@ -17,6 +17,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ordo.data.batch import Batch
+from ordo.gemm import Linear, linear
 from ordo.models.attention import CrossAttention, SelfAttention, key_padding_to_attn_mask
 from ordo.models.dropout import dropout
 from ordo.models.embeddings import ScaledEmbedding, SinusoidalPositions
@@ -33,8 +34,8 @@ class FeedForward(nn.Module):
 
     def __init__(self, dim: int, hidden: int, dropout: float = 0.0) -> None:
         super().__init__()
-        self.fc1 = nn.Linear(dim, hidden)
-        self.fc2 = nn.Linear(hidden, dim)
+        self.fc1 = Linear(dim, hidden)
+        self.fc2 = Linear(hidden, dim)
         self.dropout = dropout
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -265,7 +266,7 @@ class OutputProjection(nn.Module):
 
     def forward(self, hidden: torch.Tensor) -> torch.Tensor:
         """(…, D) -> (…, V)."""
-        return F.linear(hidden, self.weight)
+        return linear(hidden, self.weight)
 
 
 class TransformerModel(nn.Module):

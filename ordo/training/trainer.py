@@ -32,6 +32,7 @@ from ordo.data.vocab import Vocab
 from ordo.decoding.translator import translate_rows
 from ordo.errors import CheckpointError
 from ordo.evaluation.bleu import corpus_scores
+from ordo.gemm import cpu_gemm
 from ordo.losses import AuxLoss, output_nll
 from ordo.precision import amp_dtype, autocast
 from ordo.training.checkpoint import (
@@ -207,9 +208,12 @@ class Trainer:
 
     # -- steps -------------------------------------------------------------------------------------
 
-    def autocast(self) -> contextlib.AbstractContextManager:
-        """Mixed precision context for the forward pass (a no-op when amp is off)."""
-        return autocast(self.amp, self.device)
+    @contextlib.contextmanager
+    def autocast(self) -> Iterator[None]:
+        """The forward pass's compute context: mixed precision when amp is on, and float32 linear layers on
+        ``train.cpu_gemm``'s backend (their backward passes stay on the backend their forward pass took)."""
+        with autocast(self.amp, self.device), cpu_gemm(self.tcfg.cpu_gemm):
+            yield
 
     def batch_loss(self, batch: Batch, norm: float, stats: dict[str, float]) -> torch.Tensor:
         """CE + Σ weight·aux for one batch, scaled by its share ``norm`` of the update's target tokens."""

@@ -1,0 +1,184 @@
+"""Where the float32 matrix products of linear layers run on CPU: torch's BLAS (MKL on x86) or oneDNN.
+
+torch sends a float32 ``F.linear`` on CPU to its BLAS. On AMD CPUs MKL takes its generic code path, so a
+Zen 4 core with AVX-512 multiplies at AVX2 speed, while oneDNN (which torch ships, and which bf16 autocast
+already uses) runs its own kernels for the CPU at hand: 1.6-2.9x faster on the recipes' shapes, forward and
+backward (``bench/cpu_gemm.py``). This module routes the linear layers' products (``y = x W^T + b``, the
+layers of :class:`Linear` and the output projection) through oneDNN when a ``cpu_gemm`` setting asks for it:
+
+- ``blas``: torch's default path, everywhere;
+- ``onednn``: oneDNN for float32 tensors on CPU outside autocast (anything else keeps torch's path);
+- ``auto``: ``onednn`` on x86 CPUs not made by Intel (MKL's slow path), ``blas`` elsewhere.
+
+The two paths compute the same products with a different order of additions, so results agree to float32
+rounding (about 1e-6 relative), not bit for bit; each path is deterministic for a given shape and thread count.
+The backward pass of a oneDNN product uses oneDNN too (:class:`_OneDnnLinear`); without gradients (translation,
+validation) the weights are packed once into oneDNN's layout (:func:`_packed`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import platform
+from collections.abc import Iterator
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.utils.weak import WeakIdKeyDictionary
+
+from ordo.errors import ConfigError
+
+_active: str = "blas"  # the resolved backend inside the innermost :func:`cpu_gemm` context
+_packed_weights: WeakIdKeyDictionary | None = None  # trained weight -> packed copy, for the outermost block's life
+_packed_frozen: WeakIdKeyDictionary = WeakIdKeyDictionary()  # frozen weight -> (its version, packed copy)
+PACK_ROWS = 8  # the row count oneDNN is told to expect when packing (the layout it picks serves any count)
+
+
+@functools.cache
+def onednn_available() -> bool:
+    """Whether this torch can run float32 linear layers through oneDNN (``torch.ops.mkldnn._linear_pointwise``,
+    the kernel torch's own compiler uses for CPU linear layers)."""
+    ops = torch.ops.mkldnn
+    return torch.backends.mkldnn.is_available() and all(
+        hasattr(ops, name) for name in ("_linear_pointwise", "_reorder_linear_weight"))
+
+
+@functools.cache
+def cpu_vendor() -> str:
+    """The CPU's vendor id (``GenuineIntel``, ``AuthenticAMD``, ...) from ``/proc/cpuinfo``, or an empty
+    string where it cannot be read (not Linux)."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("vendor_id"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return ""
+
+
+def resolve(backend: str) -> str:
+    """``blas`` or ``onednn`` for a ``cpu_gemm`` setting (module docstring).
+
+    Raises:
+        ConfigError: ``onednn`` asked for where this torch cannot run it.
+    """
+    if backend == "onednn" and not onednn_available():
+        raise ConfigError("cpu_gemm onednn: this torch has no oneDNN linear kernel (use auto or blas)")
+    if backend == "auto":
+        x86 = platform.machine().lower() in ("x86_64", "amd64")
+        slow_blas = x86 and cpu_vendor() not in ("", "GenuineIntel")
+        return "onednn" if slow_blas and onednn_available() else "blas"
+    return backend
+
+
+@contextlib.contextmanager
+def cpu_gemm(backend: str) -> Iterator[str]:
+    """Run the linear layers' CPU products inside the block on ``backend`` (``auto``/``onednn``/``blas``);
+    yields the resolved name. The setting is the process's: one training or translation at a time.
+
+    A weight being trained that was packed for oneDNN is kept until the outermost block ends (:func:`_packed`), so
+    it may not change inside a block: the trainer enters one per forward pass and steps its optimizer outside."""
+    global _active, _packed_weights
+    previous = _active, _packed_weights
+    _active = resolve(backend)
+    if _packed_weights is None:
+        _packed_weights = WeakIdKeyDictionary()
+    try:
+        yield _active
+    finally:
+        _active, _packed_weights = previous
+
+
+def _use_onednn(*tensors: torch.Tensor | None) -> bool:
+    """Whether a product of ``tensors`` goes to oneDNN: asked for, float32 on CPU, outside CPU autocast."""
+    if _active != "onednn" or torch.is_autocast_enabled("cpu"):
+        return False
+    return all(t is None or (t.device.type == "cpu" and t.dtype == torch.float32) for t in tensors)
+
+
+def _onednn_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+    """x W^T + b by oneDNN, no autograd; ``weight`` dense or packed by :func:`_packed`."""
+    dense_weight = weight if weight.is_mkldnn else weight.contiguous()
+    return torch.ops.mkldnn._linear_pointwise(x.contiguous(), dense_weight, bias, "none", [], "")
+
+
+def _packed(weight: torch.Tensor) -> torch.Tensor:
+    """``weight`` (M, K) in oneDNN's blocked layout: without packing, oneDNN reorders the weight on every call,
+    which costs as much as the product itself for the few rows of a decoding step (the output projection of 5
+    rows: 280 µs unpacked, 126 packed), and packing a whole model takes 10-20 ms.
+
+    A weight being trained (``requires_grad``) is packed once per outermost :func:`cpu_gemm` block, as its
+    optimizer may change it without a trace between blocks (torch's fused Adam bumps no version counter). A
+    frozen weight (a loaded run's) is packed once and kept while its version counter stands: an optimizer
+    skips it, and an in-place change bumps the counter."""
+    if not weight.requires_grad:
+        version = None if weight.is_inference() else weight._version
+        cached = _packed_frozen.get(weight)
+        if cached is None or cached[0] != version:
+            cached = (version, _pack(weight))
+            _packed_frozen[weight] = cached
+        return cached[1]
+    if _packed_weights is None:
+        return _pack(weight)
+    packed = _packed_weights.get(weight)
+    if packed is None:
+        packed = _packed_weights[weight] = _pack(weight)
+    return packed
+
+
+def _pack(weight: torch.Tensor) -> torch.Tensor:
+    """A copy of ``weight`` in oneDNN's blocked layout."""
+    return torch.ops.mkldnn._reorder_linear_weight(weight.detach().contiguous(), PACK_ROWS)
+
+
+class _OneDnnLinear(torch.autograd.Function):
+    """y = x W^T + b with its gradients dx = dy W, dW = dy^T x, db = Σ dy, every product by oneDNN."""
+
+    @staticmethod
+    def forward(  # type: ignore[override]
+        ctx: torch.autograd.function.FunctionCtx, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None
+    ) -> torch.Tensor:
+        """(…, K) x, (M, K) W, (M,) b or None -> (…, M)."""
+        ctx.save_for_backward(x, weight)
+        ctx.has_bias = bias is not None  # type: ignore[attr-defined]
+        return _onednn_linear(x, weight, bias)
+
+    @staticmethod
+    def backward(  # type: ignore[override]
+        ctx: torch.autograd.function.FunctionCtx, grad_y: torch.Tensor
+    ) -> tuple[torch.Tensor | None, torch.Tensor | None, torch.Tensor | None]:
+        """Gradients of x, W and b for the incoming (…, M) gradient of y."""
+        x, weight = ctx.saved_tensors  # type: ignore[attr-defined]
+        grad_rows = grad_y.reshape(-1, grad_y.size(-1))
+        need_x, need_weight, need_bias = ctx.needs_input_grad  # type: ignore[attr-defined]
+        grad_x = _onednn_linear(grad_rows, weight.t(), None).view(x.shape) if need_x else None
+        grad_weight = _onednn_linear(grad_rows.t(), x.reshape(-1, x.size(-1)).t(), None) if need_weight else None
+        grad_bias = grad_rows.sum(0) if need_bias and ctx.has_bias else None  # type: ignore[attr-defined]
+        return grad_x, grad_weight, grad_bias
+
+
+def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
+    """``F.linear(x, weight, bias)`` = x W^T + b on the active backend (oneDNN or torch's path)."""
+    if not _use_onednn(x, weight, bias):
+        return F.linear(x, weight, bias)
+    if torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad or (bias is not None and bias.requires_grad)):
+        return _OneDnnLinear.apply(x, weight, bias)
+    return _onednn_linear(x, _packed(weight), bias)
+
+
+def matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """a @ b for 2-D ``a`` (N, K) and ``b`` (K, M), without autograd, on the active backend."""
+    if not _use_onednn(a, b):
+        return a @ b
+    return _onednn_linear(a, b.t(), None)
+
+
+class Linear(nn.Linear):
+    """``nn.Linear`` whose product runs on the active backend (:func:`linear`); same parameters and state."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """(…, in_features) -> (…, out_features)."""
+        return linear(x, self.weight, self.bias)

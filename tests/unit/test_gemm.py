@@ -1,0 +1,112 @@
+"""ordo.gemm: float32 linear layers on oneDNN give torch's results and gradients, and the setting resolves
+per CPU."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from ordo import gemm
+from ordo.config import load_config
+from ordo.errors import ConfigError
+
+needs_onednn = pytest.mark.skipif(not gemm.onednn_available(), reason="this torch has no oneDNN linear kernel")
+
+
+@needs_onednn
+@pytest.mark.parametrize("with_bias", [True, False])
+def test_onednn_linear_matches_torch_forward_and_backward(with_bias, onednn_calls):
+    torch.manual_seed(0)
+    x = torch.randn(3, 7, 16, requires_grad=True)
+    weight = torch.randn(24, 16, requires_grad=True)
+    bias = torch.randn(24, requires_grad=True) if with_bias else None
+    upstream = torch.randn(3, 7, 24)
+    expected = F.linear(x, weight, bias)
+    expected_grads = torch.autograd.grad(expected, [x, weight, *([bias] if with_bias else [])], upstream)
+    with gemm.cpu_gemm("onednn"):
+        y = gemm.linear(x, weight, bias)
+    grads = torch.autograd.grad(y, [x, weight, *([bias] if with_bias else [])], upstream)
+    torch.testing.assert_close(y, expected, rtol=1e-5, atol=1e-5)
+    for got, want in zip(grads, expected_grads):
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-4)
+    assert onednn_calls == [(3, 7, 16), (21, 24), (24, 21)], "the product and both gradient products on oneDNN"
+
+
+@needs_onednn
+def test_onednn_takes_non_contiguous_inputs_and_matmul_is_a_product(onednn_calls):
+    torch.manual_seed(1)
+    x = torch.randn(16, 10).t()  # (10, 16), not contiguous
+    weight = torch.randn(16, 5)[:, :4].t()  # (4, 16), not contiguous
+    b = torch.randn(16, 6)
+    with gemm.cpu_gemm("onednn"):
+        torch.testing.assert_close(gemm.linear(x, weight), x @ weight.t(), rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(gemm.matmul(x, b), x @ b, rtol=1e-5, atol=1e-5)
+    assert len(onednn_calls) == 2
+
+
+@needs_onednn
+def test_only_float32_cpu_products_outside_autocast_go_to_onednn(onednn_calls):
+    x, weight = torch.randn(4, 8), torch.randn(6, 8)
+    gemm.linear(x, weight)  # no context: torch's path
+    with gemm.cpu_gemm("blas"):
+        gemm.linear(x, weight)
+    with gemm.cpu_gemm("onednn"):
+        assert gemm.linear(x.bfloat16(), weight.bfloat16()).dtype == torch.bfloat16
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            assert gemm.linear(x, weight).dtype == torch.bfloat16, "autocast still casts"
+        assert onednn_calls == []
+        gemm.linear(x, weight)
+    assert onednn_calls == [(4, 8)]
+    gemm.linear(x, weight)
+    assert len(onednn_calls) == 1, "the setting ends with its block"
+
+
+def test_auto_picks_onednn_on_x86_cpus_not_made_by_intel(monkeypatch):
+    monkeypatch.setattr(gemm, "onednn_available", lambda: True)
+    for machine, vendor, expected in [("x86_64", "AuthenticAMD", "onednn"), ("x86_64", "GenuineIntel", "blas"),
+                                      ("aarch64", "", "blas"), ("x86_64", "", "blas")]:
+        monkeypatch.setattr(gemm.platform, "machine", lambda m=machine: m)
+        monkeypatch.setattr(gemm, "cpu_vendor", lambda v=vendor: v)
+        assert gemm.resolve("auto") == expected, (machine, vendor)
+    assert gemm.resolve("blas") == "blas"
+    monkeypatch.setattr(gemm, "onednn_available", lambda: False)
+    monkeypatch.setattr(gemm, "cpu_vendor", lambda: "AuthenticAMD")
+    assert gemm.resolve("auto") == "blas", "no kernel: auto falls back"
+    with pytest.raises(ConfigError, match="cpu_gemm onednn: this torch has no oneDNN linear kernel"):
+        gemm.resolve("onednn")
+
+
+def test_cpu_gemm_settings_are_checked():
+    assert load_config(None, ["train.cpu_gemm=blas", "decode.cpu_gemm=onednn"]).decode.cpu_gemm == "onednn"
+    with pytest.raises(ConfigError, match="train.cpu_gemm: 'mkl' is not one of auto, onednn, blas"):
+        load_config(None, ["train.cpu_gemm=mkl"])
+
+
+@needs_onednn
+def test_packed_weights_live_for_one_block_and_follow_an_optimizer_step():
+    torch.manual_seed(2)
+    layer = gemm.Linear(16, 40)
+    optimizer = torch.optim.Adam(layer.parameters(), lr=0.1, fused=True)  # bumps no version counter
+    x = torch.randn(5, 16)
+    for _ in range(2):
+        with gemm.cpu_gemm("onednn"):
+            with torch.no_grad():
+                torch.testing.assert_close(layer(x), F.linear(x, layer.weight, layer.bias), rtol=1e-5, atol=1e-5)
+                packed = gemm._packed(layer.weight)
+                with gemm.cpu_gemm("onednn"):
+                    assert gemm._packed(layer.weight) is packed, "packed once in the outermost block"
+            layer(x).square().sum().backward()
+        optimizer.step()
+
+
+@needs_onednn
+def test_a_frozen_weight_stays_packed_until_it_is_changed_in_place():
+    torch.manual_seed(3)
+    layer = gemm.Linear(16, 40).requires_grad_(False)
+    x = torch.randn(5, 16)
+    with gemm.cpu_gemm("onednn"):
+        first = gemm._packed(layer.weight)
+    with gemm.cpu_gemm("onednn"):
+        assert gemm._packed(layer.weight) is first, "kept from one translation to the next"
+    layer.weight.mul_(-2.0)
+    with gemm.cpu_gemm("onednn"), torch.inference_mode():
+        torch.testing.assert_close(layer(x), F.linear(x, layer.weight, layer.bias), rtol=1e-5, atol=1e-5)
