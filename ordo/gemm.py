@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import platform
+import weakref
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -33,7 +34,9 @@ from ordo.errors import ConfigError
 
 _active: str = "blas"  # the resolved backend inside the innermost :func:`cpu_gemm` context
 _packed_weights: WeakIdKeyDictionary | None = None  # trained weight -> packed copy, for the outermost block's life
-_packed_frozen: WeakIdKeyDictionary = WeakIdKeyDictionary()  # frozen weight -> (its version, packed copy)
+# frozen weights: id(weight) -> (a weak reference to it, its version, packed copy); a plain dict, as a lookup
+# happens for every product of a decoding step, and the reference's callback drops the entry with the weight
+_packed_frozen: dict[int, tuple[weakref.ref, int | None, torch.Tensor]] = {}
 PACK_ROWS = 8  # the row count oneDNN is told to expect when packing (the layout it picks serves any count)
 
 
@@ -92,11 +95,11 @@ def cpu_gemm(backend: str) -> Iterator[str]:
         _active, _packed_weights = previous
 
 
-def _use_onednn(*tensors: torch.Tensor | None) -> bool:
-    """Whether a product of ``tensors`` goes to oneDNN: asked for, float32 on CPU, outside CPU autocast."""
-    if _active != "onednn" or torch.is_autocast_enabled("cpu"):
-        return False
-    return all(t is None or (t.device.type == "cpu" and t.dtype == torch.float32) for t in tensors)
+def _use_onednn(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Whether a product of ``a`` and ``b`` goes to oneDNN: asked for, float32 on CPU, outside CPU autocast (a
+    bias follows its weight: F.linear refuses a mismatch either way). Called for every product: kept cheap."""
+    return (_active == "onednn" and a.is_cpu and b.is_cpu and a.dtype == torch.float32
+            and b.dtype == torch.float32 and not torch.is_autocast_enabled("cpu"))
 
 
 def _onednn_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
@@ -116,11 +119,12 @@ def _packed(weight: torch.Tensor) -> torch.Tensor:
     skips it, and an in-place change bumps the counter."""
     if not weight.requires_grad:
         version = None if weight.is_inference() else weight._version
-        cached = _packed_frozen.get(weight)
-        if cached is None or cached[0] != version:
-            cached = (version, _pack(weight))
-            _packed_frozen[weight] = cached
-        return cached[1]
+        key = id(weight)
+        entry = _packed_frozen.get(key)
+        if entry is None or entry[0]() is not weight or entry[1] != version:
+            entry = (weakref.ref(weight, lambda _: _packed_frozen.pop(key, None)), version, _pack(weight))
+            _packed_frozen[key] = entry
+        return entry[2]
     if _packed_weights is None:
         return _pack(weight)
     packed = _packed_weights.get(weight)
@@ -162,7 +166,7 @@ class _OneDnnLinear(torch.autograd.Function):
 
 def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
     """``F.linear(x, weight, bias)`` = x W^T + b on the active backend (oneDNN or torch's path)."""
-    if not _use_onednn(x, weight, bias):
+    if not _use_onednn(x, weight):
         return F.linear(x, weight, bias)
     if torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad or (bias is not None and bias.requires_grad)):
         return _OneDnnLinear.apply(x, weight, bias)

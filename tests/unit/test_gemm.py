@@ -110,3 +110,14 @@ def test_a_frozen_weight_stays_packed_until_it_is_changed_in_place():
     layer.weight.mul_(-2.0)
     with gemm.cpu_gemm("onednn"), torch.inference_mode():
         torch.testing.assert_close(layer(x), F.linear(x, layer.weight, layer.bias), rtol=1e-5, atol=1e-5)
+
+
+@needs_onednn
+def test_a_frozen_weights_packed_copy_goes_with_it():
+    layer = gemm.Linear(16, 8).requires_grad_(False)
+    key = id(layer.weight)
+    with gemm.cpu_gemm("onednn"):
+        gemm._packed(layer.weight)
+    assert key in gemm._packed_frozen
+    del layer
+    assert key not in gemm._packed_frozen, "no packed copy outlives its weight"
