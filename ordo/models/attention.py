@@ -31,7 +31,15 @@ def fused_attention(
     is_causal: bool = False,
 ) -> torch.Tensor:
     """softmax(q k^T / sqrt(d_h) + mask) v (Vaswani et al. 2017, eq. 1) by ``scaled_dot_product_attention``;
-    on CUDA through its flash, memory-efficient or math kernels (:data:`CUDA_SDPA_BACKENDS`)."""
+    on CUDA through its flash, memory-efficient or math kernels (:data:`CUDA_SDPA_BACKENDS`).
+
+    On the CPU, half-precision inputs that take gradients (training under autocast) are attended in float32 and
+    the result cast back: PyTorch's CPU flash-attention backward is about 11x slower in bf16 than in float32
+    (bench/RESULTS.md, "bf16 on a CPU that has it"), more than the products gain there.
+    """
+    if q.device.type == "cpu" and q.dtype != torch.float32 and q.requires_grad and torch.is_grad_enabled():
+        with torch.autocast("cpu", enabled=False):
+            return fused_attention(q.float(), k.float(), v.float(), attn_mask, dropout_p, is_causal).to(q.dtype)
     with sdpa_kernel(CUDA_SDPA_BACKENDS) if q.is_cuda else contextlib.nullcontext():
         return F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal)
 
