@@ -27,6 +27,7 @@ and profiles single-sentence decoding (bench/decode_profile.py).
 
 usage: python bench/decode_real.py --model RUN --checkpoint averaged --src FILE --ref FILE [--rounds 3]
            [--small 200] [--threads 2] [--profile-sentences 50] [--out bench/results/decode_real.md]
+           [--json-out FILE]      (each system's median sentences/s per regime and the ratios, for make bench)
 """
 
 from __future__ import annotations
@@ -244,6 +245,23 @@ def differences(outputs: dict, results: dict, shown: int = 10) -> list[str]:
     return [*lines, "", WHY_THEY_DIFFER]
 
 
+def round_ratios(results: dict, ours: str, theirs: str, regime: str) -> list[float]:
+    """ours / theirs sentences/s of each round where both succeeded."""
+    return [a["sent_per_s"] / b["sent_per_s"] for a, b in zip(results[ours, regime], results[theirs, regime])
+            if "error" not in a and "error" not in b]
+
+
+def summary(results: dict) -> dict:
+    """Each system's median sentences/s per regime (None where every round failed) and each pair's median
+    ratio ordo / CTranslate2 per regime."""
+    speeds = {f"{system} {regime}": [r["sent_per_s"] for r in results[system, regime] if "error" not in r]
+              for system in SYSTEMS for regime in REGIMES}
+    ratios = {f"{ours}/{theirs} {regime}": round_ratios(results, ours, theirs, regime)
+              for ours, theirs in PAIRS for regime in REGIMES}
+    return {"sent_per_s": {k: statistics.median(v) if v else None for k, v in speeds.items()},
+            "ratio": {k: statistics.median(v) if v else None for k, v in ratios.items()}}
+
+
 def report(args: argparse.Namespace, results: dict, outputs: dict, stable: dict, starts: dict, context: dict,
            profile_md: str) -> str:
     """The markdown report; ``context`` holds the load averages, CTranslate2's backends and the batch layouts."""
@@ -279,8 +297,7 @@ def report(args: argparse.Namespace, results: dict, outputs: dict, stable: dict,
     for ours, theirs in PAIRS:
         cells = []
         for regime in REGIMES:
-            ratios = [a["sent_per_s"] / b["sent_per_s"] for a, b in zip(results[ours, regime], results[theirs, regime])
-                      if "error" not in a and "error" not in b]
+            ratios = round_ratios(results, ours, theirs, regime)
             cells.append(f"{regime} x{statistics.median(ratios):.2f} ({min(ratios):.2f}-{max(ratios):.2f})"
                          if ratios else f"{regime} n/a")
         lines.append(f"- {SYSTEMS[ours]} / {SYSTEMS[theirs]}: {', '.join(cells)}")
@@ -297,8 +314,9 @@ def report(args: argparse.Namespace, results: dict, outputs: dict, stable: dict,
     profile_command = (f"python bench/decode_profile.py --model {shlex.quote(str(args.model))} --checkpoint "
                        f"{args.checkpoint} --src {shlex.quote(str(args.src))} --sentences {args.profile_sentences} "
                        f"--threads {args.threads}")
-    lines += ["", "## Where a single sentence's time goes (ordo fp32, beam search)", "",
-              f"command: `{profile_command}` (run by the command above, after its rounds)", "", profile_md.rstrip()]
+    if profile_md:
+        lines += ["", "## Where a single sentence's time goes (ordo fp32, beam search)", "",
+                  f"command: `{profile_command}` (run by the command above, after its rounds)", "", profile_md.rstrip()]
     return "\n".join(lines) + "\n"
 
 
@@ -311,8 +329,9 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--small", type=int, default=200, help="sentences translated one at a time")
     parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--profile-sentences", type=int, default=50)
+    parser.add_argument("--profile-sentences", type=int, default=50, help="0: no profile")
     parser.add_argument("--out", type=Path, default=HERE / "results" / "decode_real.md")
+    parser.add_argument("--json-out", type=Path, help="also write the medians and ratios as JSON")
     parser.add_argument("--one", choices=list(SYSTEMS), help=argparse.SUPPRESS)
     parser.add_argument("--regime", choices=REGIMES, help=argparse.SUPPRESS)
     parser.add_argument("--ct2-dir", type=Path, help=argparse.SUPPRESS)
@@ -350,10 +369,13 @@ def main() -> None:
         profile_md = subprocess.run(
             [sys.executable, str(HERE / "decode_profile.py"), "--model", str(args.model), "--checkpoint",
              args.checkpoint, "--src", str(args.src), "--sentences", str(args.profile_sentences), "--threads",
-             str(args.threads)], capture_output=True, text=True, check=True).stdout
+             str(args.threads)], capture_output=True, text=True, check=True).stdout if args.profile_sentences else ""
         text = report(args, results, outputs, stable, starts, context, profile_md)
     with atomic_write(args.out) as handle:
         handle.write(text)
+    if args.json_out:
+        with atomic_write(args.json_out) as handle:
+            json.dump(summary(results), handle, indent=1)
     print(text.rstrip())
 
 

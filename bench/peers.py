@@ -15,8 +15,18 @@ latter running ordo's own weights through ``ordo export --format ctranslate2`` (
 Every measurement runs in its own process (clean peak memory); they run one after the other, in ``--rounds``
 rounds (default 3), and the report keeps each figure's median.
 
-usage: python bench/peers.py [--rounds 3] [--out bench/results/peers.md]     the last line printed reads ``train xA beam5 xB xC``
-(B and C from ordo's fastest beam-5 path, int8, as the speed issue allows; the line before gives float32's)
+First a real corpus (unless ``--no-real``; ``--no-synthetic`` runs it alone): beam-5 translation of Multi30k
+test2016 (1,000 sentences, the whole file and the first 100 one at a time) by ordo fp32 (torch's BLAS and
+oneDNN), ``--int8`` and CTranslate2 fp32 and int8 on ordo's export, through bench/decode_real.py, whose report
+goes to ``--real-out`` under a summary table. The model is
+``--real-run`` if given (a trained Multi30k run), else the Multi30k recipe's model trained here for
+``--real-updates`` updates (prepared and trained under ``--real-work``, reused by later runs): real sentence
+lengths and a model that ends its outputs, which random weights do not give.
+
+usage: python bench/peers.py [--rounds 3] [--out bench/results/peers.md] [--no-real | --real-run RUN]
+           [--no-synthetic]
+    the last line printed reads ``train xA beam5 xB xC`` (B and C from ordo's fastest beam-5 path, int8, as the
+    speed issue allows; the line before gives float32's)
 """
 
 from __future__ import annotations
@@ -35,6 +45,8 @@ import torch
 
 from ordo.data.textio import atomic_write
 
+HERE = Path(__file__).resolve().parent
+MULTI30K = HERE.parent.parent / "shared" / "data" / "multi30k"
 V, D, H, F, L = 8000, 256, 4, 1024, 3
 B, S, T = 160, 25, 25
 STEPS, WARM = 8, 3
@@ -237,9 +249,22 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3,
                         help="run every measurement this many times, in turn, and keep the medians (drift on a shared "
                              "host then hits ordo and the peers alike)")
+    parser.add_argument("--no-real", action="store_true", help="skip the real-corpus translation rows")
+    parser.add_argument("--no-synthetic", action="store_true", help="only the real-corpus rows")
+    parser.add_argument("--real-run", type=Path, help="a trained Multi30k run to translate with (default: train one)")
+    parser.add_argument("--real-checkpoint", default="averaged", help="its checkpoint (default: %(default)s)")
+    parser.add_argument("--real-data", type=Path, default=MULTI30K, help="Multi30k's folder (default: %(default)s)")
+    parser.add_argument("--real-updates", type=int, default=1000,
+                        help="updates of the model trained here (fewer leave many outputs running to the length limit)")
+    parser.add_argument("--real-work", type=Path, default=HERE / "out" / "real_multi30k")
+    parser.add_argument("--real-out", type=Path, default=HERE / "results" / "peers_real.md")
     args = parser.parse_args()
     if args.one:
         run_one(args.one)
+        return
+    if not args.no_real:
+        print("\n".join(real_corpus_report(args)), end="\n\n")
+    if args.no_synthetic:
         return
     rounds: dict[str, list[dict]] = {name: [] for name in MEASUREMENTS}
     for round_index in range(args.rounds):
@@ -247,6 +272,76 @@ def main() -> None:
             rounds[name].append(measure_in_subprocess(name))
             print(f"round {round_index + 1}", name, rounds[name][-1], file=sys.stderr)
     report({name: median_result(runs) for name, runs in rounds.items()}, args.out, args.rounds)
+
+
+def ordo_command(*arguments: str) -> None:
+    """Run the ``ordo`` CLI of this interpreter; its output goes to stderr, a failure raises."""
+    subprocess.run([sys.executable, "-m", "ordo", *arguments], stdout=sys.stderr, check=True)
+
+
+def real_corpus_model(args: argparse.Namespace) -> tuple[Path, str, Path]:
+    """(run, checkpoint, data folder) for the real-corpus rows: ``--real-run``, or the Multi30k recipe's model
+    trained for ``--real-updates`` updates under ``--real-work`` (prepared and trained once, reused later)."""
+    recipe, work = HERE.parent / "recipes" / "multi30k", args.real_work
+    data = work / "data"
+    if not (data / "data.yaml").exists():
+        sides = {f"--{split}-{side}": str(args.real_data / f"{name}.{lang}.gz")
+                 for split, name in (("train", "train"), ("valid", "valid"), ("test", "test2016"))
+                 for side, lang in (("src", "en"), ("tgt", "de"))}
+        ordo_command("prepare", str(recipe / "prepare.yaml"), "--out", str(data),
+                     *(item for pair in sides.items() for item in pair))
+    if args.real_run is not None:
+        return args.real_run, args.real_checkpoint, data
+    run = work / "run"  # a later --real-updates resumes it
+    if not (run / "checkpoints" / f"step_{args.real_updates}.pt").exists():
+        ordo_command("train", str(recipe / "train.yaml"), "--data", str(data), "--out", str(run), "--set",
+                     f"train.max_steps={args.real_updates}", "--set", f"train.valid_every={args.real_updates}")
+    return run, "last", data
+
+
+def real_corpus_report(args: argparse.Namespace) -> list[str]:
+    """The real-corpus summary: bench/decode_real.py's medians on Multi30k test2016, also written at the top of
+    its report (``--real-out``)."""
+    if not (args.real_data / "test2016.en.gz").exists():
+        return [f"Real corpus: skipped, no Multi30k at {args.real_data} (--real-data DIR)."]
+    run, checkpoint, data = real_corpus_model(args)
+    summary_path = args.real_work / "decode_real.json"
+    command = ["bench/decode_real.py", "--model", shown(run), "--checkpoint", checkpoint, "--src",
+               shown(data / "test.src.txt"), "--ref", shown(data / "test.tgt.txt"), "--rounds", str(args.rounds),
+               "--small", "100", "--profile-sentences", "0", "--out", shown(args.real_out), "--json-out",
+               shown(summary_path)]
+    subprocess.run([sys.executable, *command], cwd=HERE.parent, stdout=sys.stderr, check=True)
+    figures = json.loads(summary_path.read_text())
+    speeds, ratios = figures["sent_per_s"], figures["ratio"]
+    title = (f"Real corpus, Multi30k test2016, beam 5, the model {shown(run)} ({checkpoint}): bench/peers.py ran "
+             f"`python {' '.join(command)}` (its report below gives the model's BLEU and where outputs differ)")
+    lines = [title, "",
+             "| system | whole file sent/s | one at a time sent/s | / CTranslate2 (whole file, one at a time) |",
+             "|---|---:|---:|---:|"]
+    for system, peer in (("ordo-fp32", "ct2-fp32"), ("ordo-fp32-onednn", "ct2-fp32"), ("ordo-int8", "ct2-int8"),
+                         ("ct2-fp32", None), ("ct2-int8", None)):
+        cells = [_number(speeds[f"{system} {regime}"]) for regime in ("large", "small")]
+        ratio = " / ".join(_number(ratios[f"{system}/{peer} {regime}"], "x{:.2f}") for regime in ("large", "small")) \
+            if peer else "-"
+        lines.append(f"| {REAL_SYSTEMS[system]} | {cells[0]} | {cells[1]} | {ratio} |")
+    full_report = args.real_out.read_text()
+    with atomic_write(args.real_out) as handle:
+        handle.write("\n".join([*lines, "", full_report]))
+    return lines
+
+
+def shown(path: Path) -> str:
+    """``path`` relative to the repository when it lies inside it (as the report shows commands)."""
+    resolved = path.resolve()
+    return str(resolved.relative_to(HERE.parent)) if resolved.is_relative_to(HERE.parent) else str(path)
+
+
+REAL_SYSTEMS = {"ordo-fp32": "ordo fp32, torch's BLAS", "ordo-fp32-onednn": "ordo fp32, oneDNN",
+                "ordo-int8": "ordo int8", "ct2-fp32": "CTranslate2 fp32", "ct2-int8": "CTranslate2 int8"}
+
+
+def _number(value: float | None, form: str = "{:.1f}") -> str:
+    return "-" if value is None else form.format(value)
 
 
 def measure_in_subprocess(name: str) -> dict:
