@@ -101,5 +101,6 @@ def build_model(cfg: ModelConfig, src_vocab_size: int, tgt_vocab_size: int, join
 
 
 def count_parameters(model: nn.Module) -> int:
-    """Number of distinct trainable parameters (shared embeddings counted once)."""
-    return sum(p.numel() for p in model.parameters() if p.requires_grad)
+    """Number of distinct parameters (shared embeddings counted once), whether or not they take gradients (a
+    run loaded for translation has them all frozen)."""
+    return sum(p.numel() for p in model.parameters())

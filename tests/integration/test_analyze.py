@@ -6,7 +6,7 @@ from ordo import api
 from ordo.build import count_parameters
 from ordo.cli import main
 from ordo.config import load_config
-from ordo.data.textio import read_lines
+from ordo.data.textio import read_lines, read_yaml
 
 TINY = ["model.preset=tiny", "model.d_model=32", "model.ffn_dim=64", "train.max_tokens=400", "train.max_steps=30",
         "train.valid_every=30", "train.progress=false", "train.valid_bleu=false", "train.threads=2"]
@@ -27,7 +27,8 @@ def test_systems_table_has_speed_parameters_and_a_sign_test(runs, small_data, tm
     header, base, both = (line.split("\t") for line in (tmp_path / "systems.tsv").read_text().splitlines())
     assert header[:5] == ["system", "BLEU", "tok BLEU", "sign p vs base", "params"]
     assert base[3] == "" and 0.0 <= float(both[3]) <= 1.0
-    params = count_parameters(api.load_run(runs / "both", "best", "cpu").model)
+    params = read_yaml(runs / "both" / "model_info.yaml")["parameters"]  # counted when training started
+    assert params > 0 and count_parameters(api.load_run(runs / "both", "best", "cpu").model) == params
     assert both[4] == f"{params / 1e6:.2f}M"
     assert int(both[5]) == 30 and float(both[7]) > 0 and float(both[8]) > 0  # updates, training tokens/s
     assert header[7:9] == ["train src tok/s", "train tgt tok/s"]
