@@ -41,6 +41,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import decode_real  # bench/ is the script's folder, first on sys.path
 import torch
 
 from ordo.data.textio import atomic_write
@@ -318,12 +319,12 @@ def real_corpus_report(args: argparse.Namespace) -> list[str]:
     lines = [title, "",
              "| system | whole file sent/s | one at a time sent/s | / CTranslate2 (whole file, one at a time) |",
              "|---|---:|---:|---:|"]
-    for system, peer in (("ordo-fp32", "ct2-fp32"), ("ordo-fp32-onednn", "ct2-fp32"), ("ordo-int8", "ct2-int8"),
-                         ("ct2-fp32", None), ("ct2-int8", None)):
-        cells = [_number(speeds[f"{system} {regime}"]) for regime in ("large", "small")]
-        ratio = " / ".join(_number(ratios[f"{system}/{peer} {regime}"], "x{:.2f}") for regime in ("large", "small")) \
-            if peer else "-"
-        lines.append(f"| {REAL_SYSTEMS[system]} | {cells[0]} | {cells[1]} | {ratio} |")
+    peers = dict(decode_real.PAIRS)  # ordo system -> the CTranslate2 system it is compared with
+    for system, label in decode_real.SYSTEMS.items():
+        cells = [_number(speeds[f"{system} {regime}"]) for regime in decode_real.REGIMES]
+        ratio = " / ".join(_number(ratios[f"{system}/{peers[system]} {regime}"], "x{:.2f}")
+                           for regime in decode_real.REGIMES) if system in peers else "-"
+        lines.append(f"| {label} | {cells[0]} | {cells[1]} | {ratio} |")
     full_report = args.real_out.read_text()
     with atomic_write(args.real_out) as handle:
         handle.write("\n".join([*lines, "", full_report]))
@@ -334,10 +335,6 @@ def shown(path: Path) -> str:
     """``path`` relative to the repository when it lies inside it (as the report shows commands)."""
     resolved = path.resolve()
     return str(resolved.relative_to(HERE.parent)) if resolved.is_relative_to(HERE.parent) else str(path)
-
-
-REAL_SYSTEMS = {"ordo-fp32": "ordo fp32, torch's BLAS", "ordo-fp32-onednn": "ordo fp32, oneDNN",
-                "ordo-int8": "ordo int8", "ct2-fp32": "CTranslate2 fp32", "ct2-int8": "CTranslate2 int8"}
 
 
 def _number(value: float | None, form: str = "{:.1f}") -> str:
