@@ -3,6 +3,11 @@
 ``Sim(PR^N, RE)`` is the mean cosine between ExGRE's last-layer encodings pr_j^N and re_j = PE(r_j) over the
 real source pieces of a test set (r_j from alignments of the test pairs); ``Sim(PE, RE)`` compares the
 plain positions PE(j) with RE in the same way (the paper's Figure 5 baseline).
+
+Beside them, the share of pieces whose last-layer predicted position b_j^N lies under 0.5, before the first
+position: under SPEC's hard window no position falls within ±D of such a b, so pr_j^N = 0 and the piece gets no
+reordering at all (under the paper's Eq. 6 sum only the small tail of the Gaussian over position 1). A model
+that the translation loss alone drives there has switched ExGRE off.
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ from ordo.api import load_run
 from ordo.data.batching import collate, epoch_batches
 from ordo.data.corpus import ParallelData
 from ordo.errors import InputError
-from ordo.methods.exgre import FIELD, PR_NAME
+from ordo.methods.exgre import FIELD, PR_NAME, PREDICTED_NAME
 from ordo.models.embeddings import sinusoidal_table
 
 
@@ -28,6 +33,7 @@ class SimResult:
     learned: float  # Sim(PR^N, RE)
     sequential: float  # Sim(PE, RE)
     pieces: int
+    before_first: float  # share of the pieces whose b_j^N < 0.5 (pr_j^N = 0 under the hard window)
 
 
 @torch.inference_mode()
@@ -44,7 +50,7 @@ def reordering_similarity(run_dir: Path, data_dir: Path, split: str = "test", ch
         raise InputError(f"{data_dir}: split {split!r} has no {FIELD} field (prepare with reorder_positions: true)")
     table = sinusoidal_table(int(data.src.lengths.max()) + 2, run.cfg.model.d_model).to(run.device)
     learned_sum = sequential_sum = 0.0
-    pieces = 0
+    pieces = before_first = 0
     for indices in epoch_batches(data.src.lengths, None, max_tokens, 0, 0, shuffle=False):
         rows = [data.src[i] for i in indices]
         batch = collate(indices, rows, field_rows={FIELD: [data.fields[FIELD][i] for i in indices]}).to(run.device)
@@ -58,4 +64,6 @@ def reordering_similarity(run_dir: Path, data_dir: Path, split: str = "test", ch
         learned_sum += float(F.cosine_similarity(extras[PR_NAME].float(), target, dim=-1)[keep].sum())
         sequential_sum += float(F.cosine_similarity(sequential, target, dim=-1)[keep].sum())
         pieces += int(keep.sum())
-    return SimResult(learned_sum / max(pieces, 1), sequential_sum / max(pieces, 1), pieces)
+        before_first += int((extras[PREDICTED_NAME] < 0.5)[keep].sum())
+    return SimResult(learned_sum / max(pieces, 1), sequential_sum / max(pieces, 1), pieces,
+                     before_first / max(pieces, 1))

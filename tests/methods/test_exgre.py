@@ -181,4 +181,24 @@ def test_sim_of_a_trained_run_and_of_plain_positions(aligned_data, tmp_path):
                for i in range(len(data)) for j, r in enumerate(data.fields[FIELD][i])]
     assert result.pieces == len(cosines)
     assert result.sequential == pytest.approx(sum(cosines) / len(cosines), abs=1e-4)
-    assert -1.0 <= result.learned <= 1.0
+    assert -1.0 <= result.learned <= 1.0 and 0.0 <= result.before_first <= 1.0
+
+
+def test_sim_reports_the_pieces_whose_reordering_is_switched_off(aligned_data, tmp_path, monkeypatch):
+    from ordo import api
+    from ordo.analysis.sim import reordering_similarity
+    from ordo.methods.exgre import GaussianPositions
+
+    cfg = load_config(None, [f"data={aligned_data}", "model.preset=tiny", "model.d_model=32", "model.ffn_dim=64",
+                             "train.max_steps=2", "train.valid_every=2", "train.progress=false",
+                             "train.valid_bleu=false", "model.methods.exgre.weight=0.6"])
+    api.train(cfg, tmp_path / "run")
+    # every predicted position at 0.3: under the hard window no position lies within 0.5 of it, so pr = 0
+    monkeypatch.setattr(GaussianPositions, "predicted_positions",
+                        lambda self, states, lengths: torch.full(states.shape[:2], 0.3))
+    result = reordering_similarity(tmp_path / "run", aligned_data, "test", "last", "cpu")
+    assert result.before_first == 1.0 and result.learned == 0.0
+    monkeypatch.setattr(GaussianPositions, "predicted_positions",
+                        lambda self, states, lengths: torch.full(states.shape[:2], 1.0))
+    result = reordering_similarity(tmp_path / "run", aligned_data, "test", "last", "cpu")
+    assert result.before_first == 0.0 and result.learned > 0.0
