@@ -11,7 +11,9 @@ Beam search with the run's decoding settings (``decode`` in its config.yaml: bea
 
 Systems: ordo float32 with its linear layers on torch's BLAS (``decode.cpu_gemm=blas``) and on oneDNN
 (``decode.cpu_gemm=onednn``, packed weights: what ``auto`` picks on a CPU not made by Intel, and CTranslate2's
-fp32 GEMM backend there; :mod:`ordo.gemm`), ordo ``--int8`` (dynamic int8 projections), CTranslate2
+fp32 GEMM backend there; :mod:`ordo.gemm`), ordo ``--int8`` (dynamic int8 projections), ordo ``--amp bf16``
+on a CPU that has bf16 in hardware (AVX512_BF16 or AMX; paired with CTranslate2 int8, since CTranslate2 has no
+bf16 on CPUs), CTranslate2
 ``compute_type`` float32 and int8 (``intra_threads`` 2, ``inter_threads`` 1) on ``ordo export --format
 ctranslate2``. CTranslate2 gets ordo's settings
 where it has them: ``return_end_token`` so that the length its length penalty divides by counts EOS as ordo's
@@ -53,12 +55,14 @@ SYSTEMS = {  # name -> label in the report
     "ordo-fp32": "ordo fp32, torch's BLAS (`decode.cpu_gemm=blas`)",
     "ordo-fp32-onednn": "ordo fp32, oneDNN (`decode.cpu_gemm=onednn`)",
     "ordo-int8": "ordo int8 (`--int8`)",
+    "ordo-bf16": "ordo bf16 (`--amp bf16`; run only on a CPU with native bf16)",
     "ct2-fp32": "CTranslate2 fp32",
     "ct2-int8": "CTranslate2 int8",
 }
-CPU_GEMM = {"ordo-fp32": "blas", "ordo-fp32-onednn": "onednn", "ordo-int8": "blas"}  # decode.cpu_gemm per system
+CPU_GEMM = {"ordo-fp32": "blas", "ordo-fp32-onednn": "onednn", "ordo-int8": "blas", "ordo-bf16": "blas"}  # decode.cpu_gemm
 CT2_TYPES = {"ct2-fp32": "float32", "ct2-int8": "int8"}
-PAIRS = (("ordo-fp32", "ct2-fp32"), ("ordo-fp32-onednn", "ct2-fp32"), ("ordo-int8", "ct2-int8"))
+PAIRS = (("ordo-fp32", "ct2-fp32"), ("ordo-fp32-onednn", "ct2-fp32"), ("ordo-int8", "ct2-int8"),
+         ("ordo-bf16", "ct2-int8"))  # CTranslate2 has no bf16 on CPUs: its fastest type there
 REGIMES = ("large", "small")
 HERE = Path(__file__).resolve().parent
 DIFFERENCES = ("Lines (1-based) whose output differs from ordo fp32's, * where either output stopped at its length "
@@ -72,7 +76,15 @@ WHY_THEY_DIFFER = ("Why they can differ: both toolkits run the same beam search 
                    "(PyTorch's dynamic quantization) quantizes each projection's input with one scale for the whole "
                    "tensor, all rows of the batch, and CTranslate2 with one scale per row: an ordo int8 translation "
                    "depends on the sentences batched with it (the small regime against the large one shows it), a "
-                   "CTranslate2 one does not, and the two round differently.")
+                   "CTranslate2 one does not, and the two round differently. bf16 rounds the inputs of every "
+                   "product to 8 significant bits, so its translations part from float32's more often.")
+
+
+def native_bf16() -> bool:
+    """Whether this CPU multiplies bf16 in hardware (AVX512_BF16 or AMX), where ``--amp bf16`` pays; elsewhere
+    PyTorch emulates it, slower than float32, and the ordo-bf16 system is not run."""
+    supported = getattr(torch.ops.mkldnn, "_is_mkldnn_bf16_supported", None)  # PyTorch's own check, x86 builds
+    return bool(supported()) if supported is not None else False
 
 
 def run_decode_config(run_dir: Path) -> Any:
@@ -102,13 +114,13 @@ def ordo_translate(args: argparse.Namespace, lines: list[str]) -> tuple[list[str
     start = time.perf_counter()
     run = load_run(args.model, args.checkpoint, "cpu", int8=args.one == "ordo-int8")
     loaded = time.perf_counter() - start
-    cpu_gemm = CPU_GEMM[args.one]
-    run.translate(lines[:1], cpu_gemm=cpu_gemm)  # warm-up
+    decode = {"cpu_gemm": CPU_GEMM[args.one], "amp": "bf16" if args.one == "ordo-bf16" else "off"}
+    run.translate(lines[:1], **decode)  # warm-up
     start = time.perf_counter()
     if args.regime == "large":
-        hyps = [nbest[0] for nbest in run.translate_hypotheses(lines, cpu_gemm=cpu_gemm)]
+        hyps = [nbest[0] for nbest in run.translate_hypotheses(lines, **decode)]
     else:
-        hyps = [run.translate_hypotheses([line], cpu_gemm=cpu_gemm)[0][0] for line in lines]
+        hyps = [run.translate_hypotheses([line], **decode)[0][0] for line in lines]
     outputs = [run.detokenize(hyp) for hyp in hyps]  # what run.translate returns
     seconds = time.perf_counter() - start
     limits = output_limits([len(row) for row in run.encode_sources(lines)], run.cfg.decode, run.cfg.model)
@@ -286,7 +298,7 @@ def report(args: argparse.Namespace, results: dict, outputs: dict, stable: dict,
         cells = []
         for regime in REGIMES:
             speeds = [r["sent_per_s"] for r in results[system, regime] if "error" not in r]
-            cells.append(spread(speeds) if speeds else "failed")
+            cells.append(spread(speeds) if speeds else "failed" if results[system, regime] else "not run")
         for regime in REGIMES:
             hyps = outputs.get((system, regime), [])
             cells.append(f"{bleu(hyps, expected[regime]):.2f}" if len(hyps) == len(expected[regime]) else "-")
@@ -352,7 +364,7 @@ def main() -> None:
     starts: dict[str, list[float]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         ct2_dir = export_ctranslate2(args.model, Path(tmp) / "ct2", args.checkpoint)
-        order = list(SYSTEMS)
+        order = [name for name in SYSTEMS if name != "ordo-bf16" or native_bf16()]
         for round_index in range(args.rounds):
             rotated = order[round_index % len(order):] + order[: round_index % len(order)]
             for regime in REGIMES:
