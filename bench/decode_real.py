@@ -81,10 +81,11 @@ WHY_THEY_DIFFER = ("Why they can differ: both toolkits run the same beam search 
 
 
 def native_bf16() -> bool:
-    """Whether this CPU multiplies bf16 in hardware (AVX512_BF16 or AMX), where ``--amp bf16`` pays; elsewhere
-    PyTorch emulates it, slower than float32, and the ordo-bf16 system is not run."""
-    supported = getattr(torch.ops.mkldnn, "_is_mkldnn_bf16_supported", None)  # PyTorch's own check, x86 builds
-    return bool(supported()) if supported is not None else False
+    """Whether this CPU multiplies bf16 in hardware (the ``avx512_bf16`` or ``amx_bf16`` flag), where ``--amp bf16``
+    pays; elsewhere PyTorch emulates it, slower than float32, and the ordo-bf16 system is not run."""
+    from peers import cpu_info
+
+    return bool(cpu_info()[1] & {"avx512_bf16", "amx_bf16"})
 
 
 def run_decode_config(run_dir: Path) -> Any:
