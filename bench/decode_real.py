@@ -83,9 +83,9 @@ WHY_THEY_DIFFER = ("Why they can differ: both toolkits run the same beam search 
 def native_bf16() -> bool:
     """Whether this CPU multiplies bf16 in hardware (the ``avx512_bf16`` or ``amx_bf16`` flag), where ``--amp bf16``
     pays; elsewhere PyTorch emulates it, slower than float32, and the ordo-bf16 system is not run."""
-    from peers import cpu_info
+    from ordo.gemm import cpuinfo
 
-    return bool(cpu_info()[1] & {"avx512_bf16", "amx_bf16"})
+    return bool(set(cpuinfo().get("flags", "").split()) & {"avx512_bf16", "amx_bf16"})
 
 
 def run_decode_config(run_dir: Path) -> Any:

@@ -378,20 +378,15 @@ VECTOR_FLAGS = ("avx", "avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512_bf1
                 "amx_tile", "amx_bf16", "amx_int8")  # the /proc/cpuinfo flags that decide CPU kernels' speed
 
 
-def cpu_info() -> tuple[str, set[str]]:
-    """The CPU's model name and its feature flags, from ``/proc/cpuinfo`` ("unknown CPU" and none elsewhere)."""
-    info = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else ""
-    fields = dict(line.split(":", 1) for line in info.splitlines() if ":" in line)
-    return " ".join(fields.get("model name\t", "unknown CPU").split()), set(fields.get("flags\t\t", "").split())
-
-
 def cpu_description() -> str:
     """The CPU's model name and vendor, its vector extensions among :data:`VECTOR_FLAGS` (from ``/proc/cpuinfo``;
     "unknown" elsewhere), the kernel level PyTorch dispatches to (``torch.backends.cpu.get_cpu_capability``) and
     where ordo's float32 linear layers multiply by default (:mod:`ordo.gemm`)."""
-    model, flags = cpu_info()
+    from ordo.gemm import cpu_vendor, cpuinfo, resolve
+
+    model = " ".join(cpuinfo().get("model name", "unknown CPU").split())
+    flags = set(cpuinfo().get("flags", "").split())
     found = [flag for flag in VECTOR_FLAGS if flag in flags] if flags else ["unknown"]
-    from ordo.gemm import cpu_vendor, resolve
 
     return f"{model} ({cpu_vendor() or 'vendor unknown'}); vector extensions: {' '.join(found) or 'none'}; " \
            f"PyTorch kernels: {torch.backends.cpu.get_cpu_capability()}; float32 linear layers (cpu_gemm auto): " \

@@ -50,16 +50,20 @@ def onednn_available() -> bool:
 
 
 @functools.cache
-def cpu_vendor() -> str:
-    """The CPU's vendor id (``GenuineIntel``, ``AuthenticAMD``, ...) from ``/proc/cpuinfo``, or an empty
-    string where it cannot be read (not Linux)."""
+def cpuinfo() -> dict[str, str]:
+    """The fields of the first processor in ``/proc/cpuinfo`` (``vendor_id``, ``model name``, ``flags``, ...),
+    empty where it cannot be read (not Linux)."""
     try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("vendor_id"):
-                return line.split(":", 1)[1].strip()
+        text = Path("/proc/cpuinfo").read_text()
     except OSError:
-        pass
-    return ""
+        return {}
+    first = text.split("\n\n", 1)[0]
+    return {key.strip(): value.strip() for key, _, value in (line.partition(":") for line in first.splitlines())}
+
+
+def cpu_vendor() -> str:
+    """The CPU's vendor id (``GenuineIntel``, ``AuthenticAMD``, ...), or an empty string where it is unknown."""
+    return cpuinfo().get("vendor_id", "")
 
 
 def resolve(backend: str) -> str:
