@@ -15,7 +15,9 @@ clipping; seed 1), passed to ``fairseq-train --arch transformer`` field by field
 ``--share-all-embeddings``, post-norm (no ``--encoder-normalize-before``/``--decoder-normalize-before``, as
 ordo's ``model.norm: post``), ``--criterion label_smoothed_cross_entropy``, ``--adam-betas/--adam-eps``,
 ``--lr-scheduler inverse_sqrt --warmup-updates --warmup-init-lr``. Both use the same number of threads
-(``OMP_NUM_THREADS``/``MKL_NUM_THREADS`` for both, ``train.threads`` for ordo).
+(``OMP_NUM_THREADS``/``MKL_NUM_THREADS`` for both, ``train.threads`` for ordo). Both train in float32, unless
+``--ordo-amp bf16`` puts ordo under bf16 autocast (each toolkit at its fastest on a CPU with AVX512_BF16 or AMX:
+fairseq 0.12 has no bf16 on a CPU); that comparison is reported in a section of its own.
 
 Batches. Both toolkits count a pair as max(source pieces + EOS, target pieces + EOS) tokens and fill a batch until
 one more pair would take (longest pair) × (pairs) over ``--max-tokens``, padding included
@@ -196,19 +198,20 @@ def vocabulary_sizes(data_dir: Path, bin_dir: Path) -> tuple[int, int, int]:
 # -- training runs ---------------------------------------------------------------------------------------------
 
 
-def recipe_config(corpus: Corpus, data_dir: Path, max_tokens: int, threads: int) -> ExperimentConfig:
-    """The corpus's ``train.yaml`` resolved by ordo, with this benchmark's data, batch size and threads."""
-    overrides = [f"data={data_dir}", f"train.max_tokens={max_tokens}", f"train.threads={threads}"]
+def recipe_config(corpus: Corpus, data_dir: Path, max_tokens: int, threads: int, amp: str = "off") -> ExperimentConfig:
+    """The corpus's ``train.yaml`` resolved by ordo, with this benchmark's data, batch size, threads and
+    ``train.amp``."""
+    overrides = [f"data={data_dir}", f"train.max_tokens={max_tokens}", f"train.threads={threads}", f"train.amp={amp}"]
     return load_config(ROOT / "recipes" / corpus.name / "train.yaml", overrides)
 
 
 def ordo_train_command(corpus: Corpus, data_dir: Path, run_dir: Path, max_tokens: int, steps: int, interval: int,
-                       threads: int) -> list[str]:
-    """``ordo train`` with the recipe's settings for ``steps`` updates, logging every ``interval``; no validation
-    before the end (and none of its BLEU), no progress bar."""
+                       threads: int, amp: str) -> list[str]:
+    """``ordo train`` with the recipe's settings and ``train.amp`` for ``steps`` updates, logging every
+    ``interval``; no validation before the end (and none of its BLEU), no progress bar."""
     overrides = {"max_tokens": max_tokens, "max_steps": steps, "max_minutes": 0, "log_every": interval,
                  "valid_every": steps + 1, "valid_bleu": "false", "progress": "false", "threads": threads,
-                 "keep_last": 1}
+                 "keep_last": 1, "amp": amp}
     sets = [arg for key, value in overrides.items() for arg in ("--set", f"train.{key}={value}")]
     return [sys.executable, "-m", "ordo", "train", str(ROOT / "recipes" / corpus.name / "train.yaml"),
             "--data", str(data_dir), "--out", str(run_dir), *sets]
@@ -311,6 +314,7 @@ class Setting:
     updates: int
     threads: int
     work: Path  # where this setting's runs go
+    amp: str = "off"  # ordo's train.amp (fairseq trains in float32: it has no bf16 on a CPU)
 
     @property
     def interval(self) -> int:
@@ -334,7 +338,7 @@ def run_ordo(setting: Setting, round_index: int) -> float:
         shutil.rmtree(run_dir)
     run_dir.parent.mkdir(parents=True, exist_ok=True)
     command = ordo_train_command(setting.corpus, setting.data_dir, run_dir, setting.max_tokens, setting.steps,
-                                 setting.interval, setting.threads)
+                                 setting.interval, setting.threads, setting.amp)
     run_logged(command, run_dir.parent / "ordo.out", dict(os.environ) | thread_env(setting.threads))
     rates = ordo_intervals(run_dir / "train.log")
     shutil.rmtree(run_dir / "checkpoints")  # the final checkpoint and best.pt: ~190 MB a run, not needed
@@ -504,10 +508,19 @@ def versions(venv: Path) -> str:
     return f"ordo on torch {torch.__version__}; fairseq {fairseq_version} on torch {fairseq_torch}"
 
 
-def comparison_section(command: str, venv: Path, threads: int, results: list[CorpusResult]) -> str:
+def comparison_heading(amp: str) -> str:
+    """The report's heading of a comparison with ordo's ``train.amp`` = ``amp`` (each precision its own section)."""
+    return COMPARISON_HEADING if amp == "off" else f"{COMPARISON_HEADING}, ordo in {amp}"
+
+
+def comparison_section(command: str, venv: Path, threads: int, amp: str, results: list[CorpusResult]) -> str:
     """The markdown of the comparison: the set-up, then per corpus its rounds, ratios and padding."""
+    precision = ("Both train in float32." if amp == "off" else
+                 f"ordo trains under `train.amp: {amp}` (autocast: {amp} products, float32 weights, optimiser and "
+                 "softmax); fairseq in float32, the fastest it offers here: fairseq 0.12 has no bf16 on a CPU "
+                 "(`--bf16 --cpu` takes its TPU code path and stops).")
     lines = [f"command: `{command}` ({time.strftime('%Y-%m-%d')})", "",
-             f"CPU: {cpu_description()}", "",
+             f"CPU: {cpu_description()}", "", precision, "",
              (f"{versions(venv)}; {threads} threads each (OMP_NUM_THREADS/MKL_NUM_THREADS, ordo train.threads); "
              f"OMP_WAIT_POLICY {os.environ.get('OMP_WAIT_POLICY', 'unset')}. Target tokens/s (non-padding, EOS "
              "included) over the updates after the warm-up; how each figure is read, and what the two toolkits do "
@@ -576,12 +589,13 @@ def step_phases(trainer: Trainer, indices: np.ndarray, step: int) -> dict[str, f
     assert batch.tgt_in is not None and batch.tgt_out is not None
     marks["data"] = time.perf_counter()
     model.train()
-    encoder_out = model.encoder(batch)
-    marks["encoder"] = time.perf_counter()
-    hidden = model.decoder(batch.tgt_in, encoder_out)
-    marks["decoder"] = time.perf_counter()
-    output = model.teacher_forced_output(batch.tgt_in, hidden, encoder_out)
-    loss = output_nll(output.hidden, output.project, batch.tgt_out, cfg.label_smoothing)[0] / batch.num_tgt_tokens
+    with trainer.autocast():
+        encoder_out = model.encoder(batch)
+        marks["encoder"] = time.perf_counter()
+        hidden = model.decoder(batch.tgt_in, encoder_out)
+        marks["decoder"] = time.perf_counter()
+        output = model.teacher_forced_output(batch.tgt_in, hidden, encoder_out)
+        loss = output_nll(output.hidden, output.project, batch.tgt_out, cfg.label_smoothing)[0] / batch.num_tgt_tokens
     marks["loss"] = time.perf_counter()
     hidden.register_hook(stamp("loss_backward"))
     encoder_out.states.register_hook(stamp("decoder_backward"))
@@ -596,13 +610,13 @@ def step_phases(trainer: Trainer, indices: np.ndarray, step: int) -> dict[str, f
 
 
 def profile_section(corpus: Corpus, data_dir: Path, max_tokens: int, threads: int, batches: int,
-                    command: str) -> tuple[str, str]:
+                    command: str, amp: str = "off") -> tuple[str, str]:
     """Where ordo's training step goes on ``batches`` real batches of epoch 1 (after :data:`WARM_STEPS` untimed
     ones) with the recipe's model and optimiser: the phases of :func:`step_phases` and the real
     ``Trainer.train_step``, alternating on each batch (which goes first alternates too), then torch.profiler's
     operators and backward functions over :data:`PROFILED_STEPS` of the batches. Returns the section's heading and
     body."""
-    cfg = recipe_config(corpus, data_dir, max_tokens, threads)
+    cfg = recipe_config(corpus, data_dir, max_tokens, threads, amp)
     torch.set_num_threads(threads)
     torch.manual_seed(cfg.train.seed)
     with tempfile.TemporaryDirectory() as run_dir:  # the trainer writes nothing here: no checkpoint is saved
@@ -641,7 +655,8 @@ def profile_section(corpus: Corpus, data_dir: Path, max_tokens: int, threads: in
     pad = padding_of(train.src.lengths + 1, train.tgt.lengths + 1, timed)
     ms = {name: 1000 * statistics.fmean(p[name] for p in phases) for name in PHASES}
     total, real_ms = sum(ms.values()), 1000 * statistics.fmean(real)
-    heading = f"Where a step's time goes (ordo, {corpus.title.split()[0]}, {max_tokens:,} tokens)"
+    precision = "" if amp == "off" else f", {amp}"
+    heading = f"Where a step's time goes (ordo, {corpus.title.split()[0]}, {max_tokens:,} tokens{precision})"
     lines = [f"command: `{command}` ({time.strftime('%Y-%m-%d')}; torch {torch.__version__}, {threads} threads)", "",
              f"CPU: {cpu_description()}", "",
              (f"{len(timed)} training batches of epoch 1 (after {WARM_STEPS} untimed), the recipe's model and "
@@ -712,6 +727,8 @@ def main() -> None:
     parser.add_argument("--profile", action="store_true",
                         help="time where ordo's training step goes instead (first corpus, first --max-tokens)")
     parser.add_argument("--profile-batches", type=int, default=30)
+    parser.add_argument("--ordo-amp", choices=["off", "bf16"], default="off",
+                        help="ordo's train.amp (fairseq stays in float32); bf16 pays on CPUs with AVX512_BF16 or AMX")
     args = parser.parse_args()
     if min(args.warmup, args.updates, args.rounds, args.profile_batches) < 1:
         parser.error("--warmup, --updates, --rounds and --profile-batches must be at least 1")
@@ -721,7 +738,7 @@ def main() -> None:
         corpus = CORPORA[args.corpora[0]]
         data_dir = prepare_ordo(corpus, args.data_root, work)
         heading, body = profile_section(corpus, data_dir, args.max_tokens[0], args.threads, args.profile_batches,
-                                        command)
+                                        command, args.ordo_amp)
         write_section(args.out, heading, body)
         print(f"## {heading}\n\n{body}")
         return
@@ -733,14 +750,15 @@ def main() -> None:
         done = []
         for max_tokens in args.max_tokens:
             setting = Setting(corpus, data_dir, bin_dir, max_tokens, args.warmup, args.updates, args.threads,
-                              work / name / str(max_tokens))
+                              work / name / str(max_tokens), args.ordo_amp)
             setting.work.mkdir(parents=True, exist_ok=True)
             padding = padding_both(setting, args.fairseq_venv)
             done.append(SettingResult(setting, compare(setting, args.rounds, args.fairseq_venv), padding))
         results.append(CorpusResult(corpus, vocabulary_sizes(data_dir, bin_dir), done))
-    body = comparison_section(command, args.fairseq_venv, args.threads, results)
-    write_section(args.out, COMPARISON_HEADING, body)
-    print(f"## {COMPARISON_HEADING}\n\n{body}")
+    body = comparison_section(command, args.fairseq_venv, args.threads, args.ordo_amp, results)
+    heading = comparison_heading(args.ordo_amp)
+    write_section(args.out, heading, body)
+    print(f"## {heading}\n\n{body}")
 
 
 if __name__ == "__main__":
