@@ -14,6 +14,12 @@ The two paths compute the same products with a different order of additions, so 
 rounding (about 1e-6 relative), not bit for bit; each path is deterministic for a given shape and thread count.
 The backward pass of a oneDNN product uses oneDNN too (:class:`_OneDnnLinear`); without gradients (translation,
 validation) the weights are packed once into oneDNN's layout (:func:`_packed`).
+
+Training under bf16 autocast on a CPU, torch runs every product on oneDNN, which builds (and caches) a kernel for
+each new shape; with token batching nearly every batch brings a new number of rows, so the caches grow by about
+9 MB an update and the steps slow down as they do (429 → 579 ms over 500 updates, bench/RESULTS.md). There the
+rows of each product are padded with zeros to a multiple of :data:`ROW_BUCKET` (:func:`bucketed_rows`), which
+bounds the shapes, keeps the memory flat and the step time steady; the padded rows are cut off again.
 """
 
 from __future__ import annotations
@@ -38,6 +44,7 @@ _packed_weights: WeakIdKeyDictionary | None = None  # trained weight -> packed c
 # happens for every product of a decoding step, and the reference's callback drops the entry with the weight
 _packed_frozen: dict[int, tuple[weakref.ref, int | None, torch.Tensor]] = {}
 PACK_ROWS = 8  # the row count oneDNN is told to expect when packing (the layout it picks serves any count)
+ROW_BUCKET = 128  # bf16 training products on a CPU see row counts that are multiples of this (module docstring)
 
 
 @functools.cache
@@ -168,9 +175,37 @@ class _OneDnnLinear(torch.autograd.Function):
         return grad_x, grad_weight, grad_bias
 
 
+def bucketed_rows(rows: int) -> int:
+    """``rows`` rounded up to a multiple of :data:`ROW_BUCKET`."""
+    return -(-rows // ROW_BUCKET) * ROW_BUCKET
+
+
+def buckets_rows(x: torch.Tensor, dtype: torch.dtype | None = None) -> bool:
+    """Whether training products of ``x`` pad their rows to :func:`bucketed_rows`: on a CPU with bf16 products,
+    from CPU autocast or, where given, the products' ``dtype`` (the caller knows whether it trains)."""
+    if not x.is_cpu:
+        return False
+    if dtype is None:
+        dtype = torch.get_autocast_dtype("cpu") if torch.is_autocast_enabled("cpu") else x.dtype
+    return dtype == torch.bfloat16
+
+
+def _bucketed_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+    """``F.linear`` of ``x`` with its rows padded by zero rows to :func:`bucketed_rows` and cut back after."""
+    rows = x.reshape(-1, x.size(-1))
+    padding = bucketed_rows(rows.size(0)) - rows.size(0)
+    if padding == 0:
+        return F.linear(x, weight, bias)
+    padded = F.pad(rows.to(torch.bfloat16), (0, 0, 0, padding))  # cast first: the padding copies half the bytes
+    return F.linear(padded, weight, bias)[: rows.size(0)].view(*x.shape[:-1], weight.size(0))
+
+
 def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
-    """``F.linear(x, weight, bias)`` = x W^T + b on the active backend (oneDNN or torch's path)."""
+    """``F.linear(x, weight, bias)`` = x W^T + b on the active backend (oneDNN or torch's path); in bf16 training
+    on a CPU with the rows padded to a multiple of :data:`ROW_BUCKET` (module docstring)."""
     if not _use_onednn(x, weight):
+        if torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad) and buckets_rows(x):
+            return _bucketed_linear(x, weight, bias)
         return F.linear(x, weight, bias)
     if torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad or (bias is not None and bias.requires_grad)):
         return _OneDnnLinear.apply(x, weight, bias)

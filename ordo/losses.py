@@ -10,6 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from ordo import gemm
@@ -33,7 +34,9 @@ def output_nll(
     through in chunks of ``chunk_rows`` (default CHUNK_ELEMENTS // V on the CPU, GPU_CHUNK_ELEMENTS // V
     elsewhere), and each chunk's gradient
     d loss / d z = p - (1 - ε) · onehot(y) - ε / V is pushed through the projection at once, so only one chunk
-    of logits ever exists. Under autocast the matmuls run in the autocast dtype and the softmax in float32.
+    of logits ever exists. Under autocast the matmuls run in the autocast dtype and the softmax in float32; in bf16
+    training on a CPU the rows are padded to a multiple of :data:`ordo.gemm.ROW_BUCKET` and the chunks are
+    multiples of it (so the products see a bounded set of shapes, :mod:`ordo.gemm`), the padded rows masked out.
 
     Shape:
         hidden: (..., D); targets: the matching (...).
@@ -66,11 +69,17 @@ class _ChunkedOutputNLL(torch.autograd.Function):
         vocab = weight.size(0)
         x, w = rows.to(dtype), weight.to(dtype)
         b = None if bias is None else bias.to(dtype)
+        real_rows = rows.size(0)
+        if with_grad and gemm.buckets_rows(rows, dtype):
+            chunk = max(gemm.ROW_BUCKET, chunk // gemm.ROW_BUCKET * gemm.ROW_BUCKET)
+            padding = gemm.bucketed_rows(real_rows) - real_rows
+            x, targets = F.pad(x, (0, 0, 0, padding)), F.pad(targets, (0, padding))  # padded rows: masked below
         loss_sum, nll_sum = (torch.zeros((), dtype=torch.float32, device=rows.device) for _ in range(2))
-        grads = _OutputGrads(rows, weight, bias) if with_grad else None
+        grads = _OutputGrads(x, weight, bias, rows.dtype, real_rows) if with_grad else None
         with torch.autocast(device, enabled=False):
-            for start in range(0, rows.size(0), chunk):
+            for start in range(0, x.size(0), chunk):
                 part, part_targets = x[start:start + chunk], targets[start:start + chunk].unsqueeze(1)
+                kept = min(part.size(0), real_rows - start)  # the chunk's rows that are not padding
                 logits = gemm.linear(part, w, b).float()  # (c, V)
                 target_logits = logits.gather(1, part_targets).squeeze(1)  # (c,)
                 mean_logits = logits.mean(dim=1)
@@ -78,12 +87,13 @@ class _ChunkedOutputNLL(torch.autograd.Function):
                 probs = logits.sub_(row_max).exp_()  # exp(z - max), in place
                 exp_sum = probs.sum(dim=1)
                 lse = row_max.squeeze(1) + exp_sum.log()
-                nll = (lse - target_logits).sum()
-                loss_sum += (1.0 - epsilon) * nll + epsilon * (lse - mean_logits).sum()
+                nll = (lse - target_logits)[:kept].sum()
+                loss_sum += (1.0 - epsilon) * nll + epsilon * (lse - mean_logits)[:kept].sum()
                 nll_sum += nll
                 if grads is not None:
                     probs.div_(exp_sum.unsqueeze(1)).sub_(epsilon / vocab)
                     probs.scatter_add_(1, part_targets, probs.new_full(part_targets.shape, epsilon - 1.0))
+                    probs[kept:] = 0.0  # padded rows: no gradient
                     grads.add(start, probs.to(dtype), part, w)
         ctx.grads = grads  # type: ignore[attr-defined]
         ctx.mark_non_differentiable(nll_sum)
@@ -105,11 +115,15 @@ class _ChunkedOutputNLL(torch.autograd.Function):
 class _OutputGrads:
     """Gradients of the summed loss for the rows, weight and bias of :class:`_ChunkedOutputNLL`, chunk by chunk."""
 
-    def __init__(self, rows: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> None:
-        self.rows = torch.empty_like(rows)
+    def __init__(self, rows: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, rows_dtype: torch.dtype,
+                 real_rows: int) -> None:
+        """``rows`` as the chunks take them (padded, in the products' dtype); the first ``real_rows`` of them get a
+        gradient in ``rows_dtype``."""
+        self.rows = torch.empty(rows.shape, dtype=rows_dtype, device=rows.device)
+        self.real_rows = real_rows
         self.weight = torch.zeros_like(weight, dtype=torch.float32)
         self.bias = None if bias is None else torch.zeros_like(bias, dtype=torch.float32)
-        self.dtypes = (rows.dtype, weight.dtype, None if bias is None else bias.dtype)
+        self.dtypes = (rows_dtype, weight.dtype, None if bias is None else bias.dtype)
 
     def add(self, start: int, grad_logits: torch.Tensor, part: torch.Tensor, weight: torch.Tensor) -> None:
         """Push one chunk's (c, V) d loss / d z back through z = x W^T + b."""
@@ -122,7 +136,8 @@ class _OutputGrads:
         """(rows, weight, bias) gradients times ``scale``, in their parameters' dtypes."""
         rows_dtype, weight_dtype, bias_dtype = self.dtypes
         bias = None if self.bias is None else (self.bias * scale).to(bias_dtype)
-        return (self.rows * scale).to(rows_dtype), (self.weight * scale).to(weight_dtype), bias
+        rows = self.rows[: self.real_rows] * scale
+        return rows.to(rows_dtype), (self.weight * scale).to(weight_dtype), bias
 
 
 @dataclass

@@ -121,3 +121,48 @@ def test_a_frozen_weights_packed_copy_goes_with_it():
     assert key in gemm._packed_frozen
     del layer
     assert key not in gemm._packed_frozen, "no packed copy outlives its weight"
+
+
+def linear_rows(monkeypatch) -> list[int]:
+    """The row counts of the products F.linear runs for ordo.gemm, recorded as they happen."""
+    rows: list[int] = []
+    plain = F.linear
+
+    def recording(x, weight, bias=None):
+        rows.append(x.reshape(-1, x.size(-1)).size(0))
+        return plain(x, weight, bias)
+
+    monkeypatch.setattr(gemm.F, "linear", recording)
+    return rows
+
+
+def test_bf16_training_products_pad_their_rows_to_the_bucket_and_give_the_unpadded_results(monkeypatch):
+    torch.manual_seed(2)
+    x = torch.randn(3, 13, 16, requires_grad=True)  # 39 rows
+    weight = torch.randn(24, 16, requires_grad=True)
+    bias = torch.randn(24, requires_grad=True)
+    upstream = torch.randn(3, 13, 24)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        expected = F.linear(x, weight, bias)
+    expected_grads = torch.autograd.grad(expected, [x, weight, bias], upstream)
+    rows = linear_rows(monkeypatch)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        y = gemm.linear(x, weight, bias)
+    grads = torch.autograd.grad(y, [x, weight, bias], upstream)
+    assert rows == [gemm.ROW_BUCKET] and y.shape == (3, 13, 24) and y.dtype == torch.bfloat16
+    torch.testing.assert_close(y, expected)
+    for got, want in zip(grads, expected_grads):
+        assert got.shape == want.shape
+        torch.testing.assert_close(got, want)
+
+
+def test_rows_are_not_padded_without_gradients_or_in_float32(monkeypatch):
+    x, weight = torch.randn(39, 16, requires_grad=True), torch.randn(24, 16, requires_grad=True)
+    rows = linear_rows(monkeypatch)
+    gemm.linear(x, weight)  # float32 training
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+        gemm.linear(x, weight)  # bf16 translation
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        gemm.linear(torch.randn(2 * gemm.ROW_BUCKET, 16, requires_grad=True), weight)  # already a multiple
+    assert rows == [39, 39, 2 * gemm.ROW_BUCKET]
+    assert gemm.bucketed_rows(1) == gemm.bucketed_rows(gemm.ROW_BUCKET) == gemm.ROW_BUCKET

@@ -10,6 +10,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ordo import gemm
 from ordo.data.batch import PAD_ID
 from ordo.losses import output_nll
 
@@ -87,3 +88,30 @@ def test_no_gradient_work_in_inference_and_a_second_backward_is_refused() -> Non
     loss.backward(retain_graph=True)
     with pytest.raises(RuntimeError, match="second backward"):
         loss.backward()
+
+
+def test_bf16_training_pads_the_rows_to_the_bucket_and_masks_them(monkeypatch):
+    layer, hidden, targets = layer_and_states(bias=True)
+    layer = layer.float()
+    rows_seen: list[int] = []
+    linear = gemm.linear
+    monkeypatch.setattr(gemm, "linear", lambda x, w, b=None: rows_seen.append(x.size(0)) or linear(x, w, b))
+
+    def loss_and_grads() -> tuple[torch.Tensor, ...]:
+        states = hidden.float().requires_grad_()
+        layer.zero_grad()
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            loss, nll = output_nll(states, layer, targets, 0.1, chunk_rows=4)
+        loss.backward()
+        return loss.detach(), nll, states.grad, layer.weight.grad.clone(), layer.bias.grad.clone()
+
+    bucketed = loss_and_grads()
+    assert rows_seen == [gemm.ROW_BUCKET], "12 real rows: one chunk, padded to the bucket"
+    monkeypatch.setattr(gemm, "ROW_BUCKET", 1)  # no padding, chunks of 4
+    rows_seen.clear()
+    plain = loss_and_grads()
+    assert rows_seen == [4, 4, 4]
+    for got, want in zip(bucketed, plain):
+        assert got.shape == want.shape
+        torch.testing.assert_close(got, want, rtol=2e-2, atol=4e-3)  # bf16 products, chunked differently
+    assert bucketed[2][targets.eq(PAD_ID)].abs().sum() == 0  # padding gets no gradient
