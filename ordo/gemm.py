@@ -18,8 +18,9 @@ validation) the weights are packed once into oneDNN's layout (:func:`_packed`).
 Training under bf16 autocast on a CPU, torch runs every product on oneDNN, which builds (and caches) a kernel for
 each new shape; with token batching nearly every batch brings a new number of rows, so the caches grow by about
 9 MB an update and the steps slow down as they do (429 → 579 ms over 500 updates, bench/RESULTS.md). There the
-rows of each product are padded with zeros to a multiple of :data:`ROW_BUCKET` (:func:`bucketed_rows`), which
-bounds the shapes, keeps the memory flat and the step time steady; the padded rows are cut off again.
+rows of each product are padded with zeros to a multiple of :data:`ROW_BUCKET` (of :data:`SMALL_ROW_BUCKET` for
+small products; :func:`bucketed_rows`), which bounds the shapes, keeps the memory flat and the step time steady;
+the padded rows are cut off again.
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ _packed_weights: WeakIdKeyDictionary | None = None  # trained weight -> packed c
 _packed_frozen: dict[int, tuple[weakref.ref, int | None, torch.Tensor]] = {}
 PACK_ROWS = 8  # the row count oneDNN is told to expect when packing (the layout it picks serves any count)
 ROW_BUCKET = 128  # bf16 training products on a CPU see row counts that are multiples of this (module docstring)
+SMALL_ROW_BUCKET = 16  # ... or, up to ROW_BUCKET rows (an RNN's time step), multiples of this
 
 
 @functools.cache
@@ -176,8 +178,10 @@ class _OneDnnLinear(torch.autograd.Function):
 
 
 def bucketed_rows(rows: int) -> int:
-    """``rows`` rounded up to a multiple of :data:`ROW_BUCKET`."""
-    return -(-rows // ROW_BUCKET) * ROW_BUCKET
+    """``rows`` rounded up to a multiple of :data:`ROW_BUCKET`, or of :data:`SMALL_ROW_BUCKET` up to ROW_BUCKET
+    rows (so a small product, such as an RNN's step, pads a few rows rather than doubling)."""
+    bucket = SMALL_ROW_BUCKET if rows <= ROW_BUCKET else ROW_BUCKET
+    return -(-rows // bucket) * bucket
 
 
 def buckets_rows(x: torch.Tensor, dtype: torch.dtype | None = None) -> bool:
@@ -202,7 +206,7 @@ def _bucketed_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor |
 
 def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
     """``F.linear(x, weight, bias)`` = x W^T + b on the active backend (oneDNN or torch's path); in bf16 training
-    on a CPU with the rows padded to a multiple of :data:`ROW_BUCKET` (module docstring)."""
+    on a CPU with the rows padded to :func:`bucketed_rows` (module docstring)."""
     if not _use_onednn(x, weight):
         if torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad) and buckets_rows(x):
             return _bucketed_linear(x, weight, bias)

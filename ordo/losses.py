@@ -35,8 +35,9 @@ def output_nll(
     elsewhere), and each chunk's gradient
     d loss / d z = p - (1 - ε) · onehot(y) - ε / V is pushed through the projection at once, so only one chunk
     of logits ever exists. Under autocast the matmuls run in the autocast dtype and the softmax in float32; in bf16
-    training on a CPU the rows are padded to a multiple of :data:`ordo.gemm.ROW_BUCKET` and the chunks are
-    multiples of it (so the products see a bounded set of shapes, :mod:`ordo.gemm`), the padded rows masked out.
+    training on a CPU the rows are padded to :func:`ordo.gemm.bucketed_rows` and the chunks are multiples of
+    :data:`ordo.gemm.ROW_BUCKET` (so the products see a bounded set of shapes, :mod:`ordo.gemm`), the padded rows
+    masked out.
 
     Shape:
         hidden: (..., D); targets: the matching (...).

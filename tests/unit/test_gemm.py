@@ -149,7 +149,7 @@ def test_bf16_training_products_pad_their_rows_to_the_bucket_and_give_the_unpadd
     with torch.autocast("cpu", dtype=torch.bfloat16):
         y = gemm.linear(x, weight, bias)
     grads = torch.autograd.grad(y, [x, weight, bias], upstream)
-    assert rows == [gemm.ROW_BUCKET] and y.shape == (3, 13, 24) and y.dtype == torch.bfloat16
+    assert rows == [48] and y.shape == (3, 13, 24) and y.dtype == torch.bfloat16
     torch.testing.assert_close(y, expected)
     for got, want in zip(grads, expected_grads):
         assert got.shape == want.shape
@@ -165,4 +165,4 @@ def test_rows_are_not_padded_without_gradients_or_in_float32(monkeypatch):
     with torch.autocast("cpu", dtype=torch.bfloat16):
         gemm.linear(torch.randn(2 * gemm.ROW_BUCKET, 16, requires_grad=True), weight)  # already a multiple
     assert rows == [39, 39, 2 * gemm.ROW_BUCKET]
-    assert gemm.bucketed_rows(1) == gemm.bucketed_rows(gemm.ROW_BUCKET) == gemm.ROW_BUCKET
+    assert [gemm.bucketed_rows(n) for n in (1, 39, 128, 129, 300, 2769)] == [16, 48, 128, 256, 384, 2816]

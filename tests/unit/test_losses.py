@@ -106,8 +106,9 @@ def test_bf16_training_pads_the_rows_to_the_bucket_and_masks_them(monkeypatch):
         return loss.detach(), nll, states.grad, layer.weight.grad.clone(), layer.bias.grad.clone()
 
     bucketed = loss_and_grads()
-    assert rows_seen == [gemm.ROW_BUCKET], "12 real rows: one chunk, padded to the bucket"
-    monkeypatch.setattr(gemm, "ROW_BUCKET", 1)  # no padding, chunks of 4
+    assert rows_seen == [16], "12 real rows: one chunk, padded to a multiple of 16"
+    monkeypatch.setattr(gemm, "bucketed_rows", lambda rows: rows)  # no padding
+    monkeypatch.setattr(gemm, "ROW_BUCKET", 1)  # chunks of 4
     rows_seen.clear()
     plain = loss_and_grads()
     assert rows_seen == [4, 4, 4]
