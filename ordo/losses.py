@@ -76,7 +76,7 @@ class _ChunkedOutputNLL(torch.autograd.Function):
             padding = gemm.bucketed_rows(real_rows) - real_rows
             x, targets = F.pad(x, (0, 0, 0, padding)), F.pad(targets, (0, padding))  # padded rows: masked below
         loss_sum, nll_sum = (torch.zeros((), dtype=torch.float32, device=rows.device) for _ in range(2))
-        grads = _OutputGrads(x, weight, bias, rows.dtype, real_rows) if with_grad else None
+        grads = _OutputGrads(rows, weight, bias, x.size(0)) if with_grad else None
         with torch.autocast(device, enabled=False):
             for start in range(0, x.size(0), chunk):
                 part, part_targets = x[start:start + chunk], targets[start:start + chunk].unsqueeze(1)
@@ -116,15 +116,14 @@ class _ChunkedOutputNLL(torch.autograd.Function):
 class _OutputGrads:
     """Gradients of the summed loss for the rows, weight and bias of :class:`_ChunkedOutputNLL`, chunk by chunk."""
 
-    def __init__(self, rows: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, rows_dtype: torch.dtype,
-                 real_rows: int) -> None:
-        """``rows`` as the chunks take them (padded, in the products' dtype); the first ``real_rows`` of them get a
-        gradient in ``rows_dtype``."""
-        self.rows = torch.empty(rows.shape, dtype=rows_dtype, device=rows.device)
-        self.real_rows = real_rows
+    def __init__(self, rows: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, padded_rows: int) -> None:
+        """Gradients for the (N, D) ``rows``, whose chunks run over ``padded_rows`` >= N rows (the padded ones
+        masked)."""
+        self.rows = rows.new_empty((padded_rows, rows.size(1)))
+        self.real_rows = rows.size(0)
         self.weight = torch.zeros_like(weight, dtype=torch.float32)
         self.bias = None if bias is None else torch.zeros_like(bias, dtype=torch.float32)
-        self.dtypes = (rows_dtype, weight.dtype, None if bias is None else bias.dtype)
+        self.dtypes = (rows.dtype, weight.dtype, None if bias is None else bias.dtype)
 
     def add(self, start: int, grad_logits: torch.Tensor, part: torch.Tensor, weight: torch.Tensor) -> None:
         """Push one chunk's (c, V) d loss / d z back through z = x W^T + b."""
