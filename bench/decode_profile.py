@@ -1,7 +1,8 @@
-"""Where the time of a small batch goes: ordo's beam search over single sentences, under ``torch.profiler``.
+"""Where the time of beam search goes, under ``torch.profiler``: single sentences, or a whole file's batches.
 
-Translates the first ``--sentences`` lines of ``--src`` one at a time (as a server's requests arrive) with the
-run's decoding settings, twice: once plain (the wall time the profiler is compared with), once under the
+Translates the first ``--sentences`` lines of ``--src`` one at a time (as a server's requests arrive), or
+``--batch`` lines a call (``--batch 1000``: a whole file, batched by the run's ``decode.max_tokens`` as ``ordo
+translate`` batches it), with the run's decoding settings, twice: once plain (the wall time the profiler is compared with), once under the
 profiler with a named scope around each part of the work (the encoder, the decoder layers' self-attention,
 cross-attention and FFN, the rest of the decoder, the output projection, log-softmax and masking, and each step
 of the beam bookkeeping). Each top-level ATen op is charged to its innermost scope and, inside the decoder
@@ -11,7 +12,7 @@ reshapes); what a scope spends outside any op is Python (and the profiler's own 
 The float32 linear layers multiply where ``--cpu-gemm`` says (``decode.cpu_gemm``, :mod:`ordo.gemm`); the
 matmul shapes themselves, torch's BLAS against oneDNN, are timed by bench/cpu_gemm.py.
 
-usage: python bench/decode_profile.py --model RUN --checkpoint averaged --src FILE [--sentences 50]
+usage: python bench/decode_profile.py --model RUN --checkpoint averaged --src FILE [--sentences 50] [--batch 1]
            [--threads 2] [--int8] [--cpu-gemm auto]        prints the markdown section
 """
 
@@ -49,7 +50,7 @@ SCOPES: dict[tuple[str, str], str] = {
 # the two calls timed without the profiler (which adds a cost to every op): the encoder and the decoder steps
 PLAIN_PARTS = {("ordo.models.transformer:TransformerModel", "encode"): "encoder",
                ("ordo.models.transformer:TransformerModel", "decode_step"): "decoder steps"}
-SENTENCE = "sentence"  # the scope around one sentence's translation: set-up and the search loop itself
+SENTENCE = "sentence"  # the scope around one call's translation: set-up and the search loop itself
 MODEL_SCOPES = {"self_attn", "cross_attn", "ffn", "decoder_rest", "output"}
 MATMULS = {"aten::linear", "aten::addmm", "aten::mm", "aten::matmul", "quantized::linear_dynamic",
            "mkldnn::_linear_pointwise"}
@@ -63,7 +64,7 @@ def ops_of(*scopes: str) -> set[tuple[str, str]]:
 
 # table rows: (label, the (scope, op kind) pairs it sums); op kind "matmul", "other" or "python"
 ROWS: list[tuple[str, set[tuple[str, str]]]] = [
-    ("encoder (once per sentence; its Python included)", ops_of("encoder") | {("encoder", "python")}),
+    ("encoder (once per call; its Python included)", ops_of("encoder") | {("encoder", "python")}),
     ("decoder layers: matmuls (QKV, out, cross-attention Q/KV/out, FFN)",
      {(s, "matmul") for s in ("self_attn", "cross_attn", "ffn")}),
     ("decoder layers: attention (SDPA, cache append, head split/merge)",
@@ -172,16 +173,17 @@ def charge(events: Any) -> tuple[collections.Counter, int]:
     return spent, ops
 
 
-def profile_single_sentences(run: Any, lines: list[str]) -> dict[str, Any]:
-    """Translating ``lines`` one at a time, twice: with wall-clock timers around the encoder and the decoder steps
-    alone (the plain time and its coarse split), then under the profiler (its charges, :func:`charge`)."""
-    run.translate(lines[:1])  # warm-up: the kernels' first-call set-up is not the steady state
+def profile_translation(run: Any, lines: list[str], batch: int = 1) -> dict[str, Any]:
+    """Translating ``lines``, ``batch`` a call, twice: with wall-clock timers around the encoder and the decoder
+    steps alone (the plain time and its coarse split), then under the profiler (its charges, :func:`charge`)."""
+    calls = [lines[start:start + batch] for start in range(0, len(lines), batch)]
+    run.translate(calls[0])  # warm-up: the kernels' first-call set-up is not the steady state
     totals: dict[str, list[float]] = collections.defaultdict(lambda: [0.0, 0])
     undo = wrap_methods(PLAIN_PARTS, functools.partial(timed, totals))
     try:
         start = time.perf_counter()
-        for line in lines:
-            run.translate([line])
+        for call in calls:
+            run.translate(call)
         plain = time.perf_counter() - start
     finally:
         undo()
@@ -189,24 +191,25 @@ def profile_single_sentences(run: Any, lines: list[str]) -> dict[str, Any]:
     try:
         with profile(activities=[ProfilerActivity.CPU]) as prof:
             start = time.perf_counter()
-            for line in lines:
+            for call in calls:
                 with record_function(SENTENCE):
-                    run.translate([line])
+                    run.translate(call)
             profiled = time.perf_counter() - start
     finally:
         undo()
     spent, ops = charge(prof.events())
     return {"plain_s": plain, "parts_s": {part: seconds for part, (seconds, _) in totals.items()},
-            "steps": int(totals["decoder steps"][1]), "profiled_s": profiled, "ops": ops, "spent": spent}
+            "steps": int(totals["decoder steps"][1]), "calls": len(calls), "profiled_s": profiled, "ops": ops, "spent": spent}
 
 
 def profile_table(result: dict[str, Any], sentences: int) -> list[str]:
-    """The markdown table of :func:`profile_single_sentences`'s result."""
+    """The markdown table of :func:`profile_translation`'s result."""
     spent, steps = result["spent"], result["steps"]
     total = sum(spent.values())
     plain, parts = result["plain_s"], result["parts_s"]
     rest = plain - sum(parts.values())
-    summary = (f"{sentences} sentences, {steps} decoder steps ({steps / sentences:.1f} per sentence), "
+    summary = (f"{sentences} sentences in {result['calls']} translate calls, {steps} decoder steps "
+               f"({steps / result['calls']:.1f} per call), "
                f"{result['ops'] / steps:.0f} top-level ATen ops per step. Without the profiler: {plain:.2f} s "
                f"({1e3 * plain / steps:.2f} ms per step), of which the decoder steps (output projection included) "
                f"{100 * parts['decoder steps'] / plain:.1f}%, the encoder {100 * parts['encoder'] / plain:.1f}%, "
@@ -224,8 +227,10 @@ def profile_table(result: dict[str, Any], sentences: int) -> list[str]:
     return lines
 
 
-def section(model_dir: str, checkpoint: str, src: str, sentences: int, threads: int, int8: bool, cpu_gemm: str) -> str:
-    """The markdown section: the profile of single-sentence beam search with ``decode.cpu_gemm`` = ``cpu_gemm``."""
+def section(model_dir: str, checkpoint: str, src: str, sentences: int, threads: int, int8: bool, cpu_gemm: str,
+            batch: int = 1) -> str:
+    """The markdown section: the profile of beam search over ``batch`` sentences a call with ``decode.cpu_gemm`` =
+    ``cpu_gemm``."""
     from ordo.api import load_run
     from ordo.data.textio import read_lines
 
@@ -233,7 +238,7 @@ def section(model_dir: str, checkpoint: str, src: str, sentences: int, threads: 
     run = load_run(model_dir, checkpoint, "cpu", int8=int8)
     run.cfg.decode = dataclasses.replace(run.cfg.decode, cpu_gemm=cpu_gemm)
     lines = read_lines(src)[:sentences]
-    return "\n".join(profile_table(profile_single_sentences(run, lines), len(lines))) + "\n"
+    return "\n".join(profile_table(profile_translation(run, lines, batch), len(lines))) + "\n"
 
 
 def main() -> None:
@@ -242,13 +247,14 @@ def main() -> None:
     parser.add_argument("--checkpoint", default="averaged")
     parser.add_argument("--src", required=True, help="source sentences, one a line")
     parser.add_argument("--sentences", type=int, default=50)
+    parser.add_argument("--batch", type=int, default=1, help="sentences a translate call (1: one at a time)")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--int8", action="store_true", help="profile ordo translate --int8 instead")
     parser.add_argument("--cpu-gemm", choices=["auto", "onednn", "blas"], default="auto",
                         help="decode.cpu_gemm: where the float32 linear layers multiply (ordo.gemm)")
     args = parser.parse_args()
     sys.stdout.write(section(args.model, args.checkpoint, args.src, args.sentences, args.threads, args.int8,
-                             args.cpu_gemm))
+                             args.cpu_gemm, args.batch))
 
 
 if __name__ == "__main__":
