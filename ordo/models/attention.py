@@ -35,7 +35,7 @@ def fused_attention(
 
     On the CPU, half-precision inputs that take gradients (training under autocast) are attended in float32 and
     the result cast back: PyTorch's CPU flash-attention backward is about 11x slower in bf16 than in float32
-    (bench/RESULTS.md, "bf16 on a CPU that has it"), more than the products gain there.
+    (bench/RESULTS.md, "Speed on real corpora"), more than the products gain there.
     """
     if q.device.type == "cpu" and q.dtype != torch.float32 and q.requires_grad and torch.is_grad_enabled():
         with torch.autocast("cpu", enabled=False):

@@ -12,7 +12,7 @@ from torch import nn
 from ordo.build import build_model
 from ordo.config import load_config
 from ordo.data.batch import BOS_ID, EOS_ID, PAD_ID, Batch
-from ordo.decoding.search import Hypothesis, beam_search, greedy_search, max_output_lengths
+from ordo.decoding.search import Hypothesis, _top_candidates, beam_search, greedy_search, max_output_lengths
 from ordo.models.outputs import DecoderState, EncoderOutput, Seq2SeqOutput
 
 A, B = 4, 5  # the two content tokens of the scripted model
@@ -300,3 +300,20 @@ def test_special_tokens_never_inside_hypotheses():
         results = greedy_search(model, batch) + beam_search(model, batch, beam_size=4, nbest=4)
         tokens = [t for hyps in results for h in hyps for t in h.tokens]
         assert tokens and not {PAD_ID, BOS_ID, EOS_ID} & set(tokens)
+
+
+@pytest.mark.parametrize("beam_size", [1, 3, 5])
+def test_top_candidates_equal_a_top_k_over_every_hypothesis_and_token(beam_size):
+    """The fast path ranks each row's best 2K tokens only; it must pick what a top-k over all K * V does."""
+    generator = torch.Generator().manual_seed(beam_size)
+    num_active, vocab = 6, 40
+    scores = torch.randn(num_active * beam_size, generator=generator) * 3
+    scores.view(num_active, beam_size)[::2, 1:] = float("-inf")  # half the beams as at step 0: one hypothesis
+    lprobs = torch.randn(num_active * beam_size, vocab, generator=generator).log_softmax(dim=1)
+    candidates = _top_candidates(scores, lprobs, beam_size)
+    every = (scores.unsqueeze(1) + lprobs).view(num_active, beam_size * vocab)  # (A, K*V)
+    best_scores, best = every.topk(2 * beam_size, dim=1)
+    first_row = torch.arange(num_active).unsqueeze(1) * beam_size
+    torch.testing.assert_close(candidates.scores, best_scores, rtol=0, atol=0)
+    torch.testing.assert_close(candidates.rows, first_row + best.div(vocab, rounding_mode="floor"))
+    torch.testing.assert_close(candidates.tokens, best.remainder(vocab))
