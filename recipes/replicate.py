@@ -36,10 +36,10 @@ from ordo.analysis.tables import markdown_table
 from ordo.build import count_parameters
 from ordo.cli import main as ordo
 from ordo.data.textio import atomic_write, read_lines, read_yaml
+from ordo.errors import ConfigError
 from ordo.evaluation.bleu import corpus_scores, multi_bleu
 from ordo.evaluation.order import corpus_ribes, ribes_tokens
 from ordo.evaluation.significance import bleu_bootstrap_p
-from ordo.errors import ConfigError
 from ordo.training.checkpoint import load_checkpoint
 
 HYPS = ROOT / "bench" / "hyps"
@@ -204,7 +204,8 @@ def suite_of(corpus: str) -> dict:
 
 
 def claim_row(claim: dict, hyps_root: Path, data_root: Path) -> list[str]:
-    """One row of the verdicts table; systems without two seeds on both sides are reported as pending."""
+    """One row of the verdicts table; a claim is pending until the baseline has two seeds and the system the
+    claim's ``seeds`` (default 2) seeds in common with it."""
     spec = suite_of(claim["corpus"])
     refs = read_lines(data_root / claim["corpus"] / f"{spec['splits']['test']}.{spec['tgt']}.gz")
     bleu = multi_bleu if spec.get("tokenized") else (lambda h, r: float(corpus_scores(h, r)["bleu"]))
@@ -220,7 +221,7 @@ def claim_row(claim: dict, hyps_root: Path, data_root: Path) -> list[str]:
     cells = [claim["paper"], claim["claim"], claim["corpus"], f"{claim['system']} vs {claim['baseline']}", listed,
              " / ".join("-" if m is None else f"{m:.0f}" for m in minutes),
              " / ".join("-" if r is None else f"{r:.2f}" for r in ribes)]
-    if len(base) < 2 or len(common) < 2:
+    if len(base) < 2 or len(common) < int(claim.get("seeds", 2)):
         return [*cells, "-", "-", "-", f"pending ({len(base)} baseline, {len(system)} system seeds)"]
     gains = [scores["system"][s] - scores["base"][s] for s in common]
     baseline_sd = statistics.stdev(scores["base"].values())

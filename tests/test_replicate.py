@@ -48,8 +48,11 @@ def test_a_row_is_rebuilt_from_the_hypothesis_files_alone(tmp_path):
     claim = {"paper": "p", "claim": "c", "corpus": "multi30k", "baseline": "baseline", "system": "exgre"}
     pending = replicate.claim_row(claim, tmp_path / "hyps", tmp_path / "data")
     assert pending[-1] == "pending (3 baseline, 0 system seeds)"
-    for seed in (1, 2):
-        write_hyps(hyps, "exgre", seed, refs)  # the references themselves: BLEU 100 on every seed
+    write_hyps(hyps, "exgre", 1, refs)  # the references themselves: BLEU 100 on every seed
+    assert replicate.claim_row(claim, tmp_path / "hyps", tmp_path / "data")[-1] == "pending (3 baseline, 1 system seeds)"
+    one_seed = replicate.claim_row({**claim, "seeds": 1}, tmp_path / "hyps", tmp_path / "data")  # an upper bound
+    assert one_seed[-1] == "confirmed" and one_seed[7].startswith("+")
+    write_hyps(hyps, "exgre", 2, refs)
     row = replicate.claim_row(claim, tmp_path / "hyps", tmp_path / "data")
     assert row[4] == "100.00, 100.00" and row[-1] == "confirmed"
     assert row[5] == "- / -"  # no settings files written here
