@@ -2,12 +2,12 @@
 
 Translates the first ``--sentences`` lines of ``--src`` one at a time (as a server's requests arrive), or
 ``--batch`` lines a call (``--batch 1000``: a whole file, batched by the run's ``decode.max_tokens`` as ``ordo
-translate`` batches it), with the run's decoding settings, twice: once plain (the wall time the profiler is compared with), once under the
-profiler with a named scope around each part of the work (the encoder, the decoder layers' self-attention,
-cross-attention and FFN, the rest of the decoder, the output projection, log-softmax and masking, and each step
-of the beam bookkeeping). Each top-level ATen op is charged to its innermost scope and, inside the decoder
-layers, to matmuls (``linear``) or attention (everything else there: SDPA, the cache's ``cat``, head
-reshapes); what a scope spends outside any op is Python (and the profiler's own cost) between ops.
+translate`` batches it), with the run's decoding settings, twice: once plain (the wall time the profiler is
+compared with), once under the profiler with a named scope around each part of the work (the encoder, the
+decoder layers' self-attention, cross-attention and FFN, the rest of the decoder, the output projection,
+log-softmax and masking, and each step of the beam bookkeeping). Each top-level ATen op is charged to its
+innermost scope and, inside the decoder layers, to matmuls (``linear``) or attention (everything else there:
+SDPA, the cache's ``cat``, head reshapes); what a scope spends outside any op is Python (and the profiler's own cost) between ops.
 
 The float32 linear layers multiply where ``--cpu-gemm`` says (``decode.cpu_gemm``, :mod:`ordo.gemm`); the
 matmul shapes themselves, torch's BLAS against oneDNN, are timed by bench/cpu_gemm.py.
@@ -199,7 +199,8 @@ def profile_translation(run: Any, lines: list[str], batch: int = 1) -> dict[str,
         undo()
     spent, ops = charge(prof.events())
     return {"plain_s": plain, "parts_s": {part: seconds for part, (seconds, _) in totals.items()},
-            "steps": int(totals["decoder steps"][1]), "calls": len(calls), "profiled_s": profiled, "ops": ops, "spent": spent}
+            "steps": int(totals["decoder steps"][1]), "calls": len(calls), "profiled_s": profiled, "ops": ops,
+            "spent": spent}
 
 
 def profile_table(result: dict[str, Any], sentences: int) -> list[str]:

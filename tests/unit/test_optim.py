@@ -22,10 +22,15 @@ def test_learning_rate_warms_up_linearly_then_falls_with_the_inverse_square_root
     assert rising == sorted(rising)
 
 
-def _trained_copy(weight_decay: float, fused: bool) -> tuple[nn.Module, torch.optim.Optimizer]:
-    """A tiny model after five steps of the optimiser on fixed data: ordo's (fused) or the loop form."""
+def _tiny_model() -> nn.Module:
+    """The same small initialised network on every call."""
     torch.manual_seed(0)
-    model = nn.Sequential(nn.Linear(6, 8), nn.ReLU(), nn.Linear(8, 3))
+    return nn.Sequential(nn.Linear(6, 8), nn.ReLU(), nn.Linear(8, 3))
+
+
+def _trained_copy(weight_decay: float, fused: bool) -> tuple[nn.Module, torch.optim.Optimizer]:
+    """:func:`_tiny_model` after five steps of the optimiser on fixed data: ordo's (fused) or the loop form."""
+    model = _tiny_model()
     cfg = TrainConfig(weight_decay=weight_decay)
     if fused:
         optimizer = build_optimizer(model, cfg)
@@ -51,6 +56,4 @@ def test_fused_adam_takes_the_steps_of_the_per_parameter_loop(weight_decay):
     assert type(fused_optimizer) is type(loop_optimizer)  # AdamW exactly when weight decay is asked for
     for fused_param, loop_param in zip(fused.parameters(), loop.parameters()):
         torch.testing.assert_close(fused_param, loop_param, rtol=1e-5, atol=1e-6)
-    torch.manual_seed(0)
-    untrained = nn.Sequential(nn.Linear(6, 8), nn.ReLU(), nn.Linear(8, 3))
-    assert any(not torch.equal(a, b) for a, b in zip(fused.parameters(), untrained.parameters()))
+    assert any(not torch.equal(a, b) for a, b in zip(fused.parameters(), _tiny_model().parameters()))
