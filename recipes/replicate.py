@@ -11,7 +11,11 @@ target order by the prepared data's word alignments (paper 000's Figure 2 upper 
 ``tables`` rebuilds the verdicts from those files alone (recipes/verdicts.yaml lists the claims): BLEU of every
 seed, the paired difference per seed, the baseline's seed standard deviation, sacreBLEU's two-sided paired
 bootstrap p over the pooled seeds, and the verdict by the rule stated in bench/RESULTS.md (:func:`verdict`);
-the table is written to bench/results/verdicts.md and replaces the one in bench/RESULTS.md.
+the table is written to bench/results/verdicts.md and replaces the one in bench/RESULTS.md. Where a corpus
+has ``bench/hyps/CORPUS/test.align`` (the prepared test split's eflomal links, which ``run`` copies there), a
+second table scores every system by reordering difficulty: BLEU and RIBES per third of the test pairs by
+alignment τ (:func:`ordo.evaluation.order.difficulty_buckets`), averaged over seeds, with the mean difference
+per common seed to the system it is compared with (bench/results/verdicts_order.md, and in RESULTS.md).
 
 usage: python recipes/replicate.py run --suite enja_verdict [--work DIR] [--oracle] SYSTEM.seedN [...]
        python recipes/replicate.py tables [--out bench/results/verdicts.md] [--results bench/RESULTS.md]
@@ -31,14 +35,20 @@ import yaml
 from compare import RECIPES, ROOT, data_folder, prepare, system_entry, train
 
 from ordo import api
-from ordo.analysis.systems import training_figures
+from ordo.analysis.systems import bleu_metric, training_figures
 from ordo.analysis.tables import markdown_table
 from ordo.build import count_parameters
 from ordo.cli import main as ordo
+from ordo.data.alignment.links import read_links
 from ordo.data.textio import atomic_write, read_lines, read_yaml
-from ordo.errors import ConfigError
-from ordo.evaluation.bleu import corpus_scores, multi_bleu
-from ordo.evaluation.order import corpus_ribes, ribes_tokens
+from ordo.errors import ConfigError, InputError
+from ordo.evaluation.order import (
+    DifficultyBucket,
+    alignment_tau,
+    corpus_ribes,
+    difficulty_buckets,
+    ribes_tokens,
+)
 from ordo.evaluation.significance import bleu_bootstrap_p
 from ordo.training.checkpoint import load_checkpoint
 
@@ -113,6 +123,16 @@ def record_paths(folder: Path, label: str) -> tuple[Path, Path]:
     return folder / f"{label}.txt", folder / f"{label}.yaml"
 
 
+def keep_test_links(data: Path, folder: Path) -> None:
+    """The prepared test split's word links (``data/test.align``, when prepared with alignments) copied once to
+    ``folder/test.align``, so that the tables can bucket the test pairs by reordering difficulty."""
+    links = data / "test.align"
+    if links.exists() and not (folder / "test.align").exists():
+        folder.mkdir(parents=True, exist_ok=True)
+        with atomic_write(folder / "test.align") as handle:
+            handle.write(links.read_text(encoding="utf-8"))
+
+
 def record(run_dir: Path, name: str, seed: int, overrides: list[str], sources: list[str], hyps_path: Path,
            settings_path: Path) -> None:
     """Translate ``sources`` with the averaged checkpoint; write the hypotheses and the settings atomically."""
@@ -154,6 +174,8 @@ def run_systems(args: argparse.Namespace) -> None:
         overrides = [*overrides, f"train.seed={seed}"]
         data = data_folder(work, prepare_file)
         prepare(suite / prepare_file, spec, data_dir, data)
+        if not args.oracle:
+            keep_test_links(data, HYPS / corpus)
         run_dir = work / "runs" / label
         train(suite, label, overrides, data, run_dir, int(spec["steps"]), None, [], int(spec["average_last"]))
         hyps_path, settings_path = record_paths(HYPS / corpus, f"oracle_{label}" if args.oracle else label)
@@ -203,12 +225,17 @@ def suite_of(corpus: str) -> dict:
     sys.exit(f"no recipes/*_verdict/suite.yaml for corpus {corpus}")
 
 
+def test_refs(corpus: str, spec: dict, data_root: Path) -> list[str]:
+    """The references of ``corpus``'s test split (``spec`` its suite.yaml) in ``data_root/CORPUS``."""
+    return read_lines(data_root / corpus / f"{spec['splits']['test']}.{spec['tgt']}.gz")
+
+
 def claim_row(claim: dict, hyps_root: Path, data_root: Path) -> list[str]:
     """One row of the verdicts table; a claim is pending until the baseline has two seeds and the system the
     claim's ``seeds`` (default 2) seeds in common with it."""
     spec = suite_of(claim["corpus"])
-    refs = read_lines(data_root / claim["corpus"] / f"{spec['splits']['test']}.{spec['tgt']}.gz")
-    bleu = multi_bleu if spec.get("tokenized") else (lambda h, r: float(corpus_scores(h, r)["bleu"]))
+    refs = test_refs(claim["corpus"], spec, data_root)
+    bleu = bleu_metric(bool(spec.get("tokenized")))
     base = seeds_of(hyps_root / claim["corpus"], claim["baseline"])
     system = seeds_of(hyps_root / claim["corpus"], claim["system"])
     common = sorted(set(base) & set(system))
@@ -232,22 +259,111 @@ def claim_row(claim: dict, hyps_root: Path, data_root: Path) -> list[str]:
     return [*cells, gain_cell, f"{baseline_sd:.2f} ({len(base)} seeds)", f"{p_value:.3g}", verdict(gains, baseline_sd)]
 
 
+def test_taus(path: Path, pairs: int) -> list[float]:
+    """Kendall's τ of the sure links of each line of the Pharaoh file ``path``, which must have ``pairs`` lines.
+
+    Raises:
+        InputError: naming ``path``, when its line count is not ``pairs``.
+    """
+    taus = [alignment_tau(sorted(sentence.sure)) for sentence in read_links(path)]
+    if len(taus) != pairs:
+        raise InputError(f"{path}: {len(taus)} lines of links for {pairs} test pairs")
+    return taus
+
+
+def compared_systems(claims: list[dict], corpus: str) -> dict[str, str | None]:
+    """Each system of ``corpus``'s claims -> the system it is compared with (None for a comparison system),
+    comparison systems first where they come first in the claims."""
+    against: dict[str, str | None] = {}
+    for claim in claims:
+        if claim["corpus"] == corpus:
+            against.setdefault(claim["baseline"], None)
+            against.setdefault(claim["system"], claim["baseline"])
+    return against
+
+
+def bucket_scores(runs: dict[int, list[str]], refs: list[str], buckets: list[DifficultyBucket],
+                  tokenized: bool) -> dict[int, list[tuple[float, float]]]:
+    """(BLEU, RIBES x100) of every bucket of test pairs, by seed."""
+    bleu = bleu_metric(tokenized)
+    ribes_refs = ribes_tokens(refs, tokenized)
+    scores = {}
+    for seed, hyps in runs.items():
+        ribes_hyps = ribes_tokens(hyps, tokenized)
+        scores[seed] = [(bleu([hyps[i] for i in b.indices], [refs[i] for i in b.indices]),
+                         100 * corpus_ribes([ribes_hyps[i] for i in b.indices], [ribes_refs[i] for i in b.indices]))
+                        for b in buckets]
+    return scores
+
+
+def bucket_cell(scores: dict[int, list[tuple[float, float]]], against: dict[int, list[tuple[float, float]]] | None,
+                bucket: int, metric: int) -> str:
+    """The mean over seeds of one metric (0 BLEU, 1 RIBES) in one bucket, with the mean difference over the
+    seeds in common with ``against`` in brackets, or for a comparison system the seed standard deviation."""
+    values = [by_bucket[bucket][metric] for by_bucket in scores.values()]
+    mean = statistics.fmean(values)
+    common = sorted(set(scores) & set(against or {}))
+    if against is None:
+        return f"{mean:.2f} (sd {statistics.stdev(values):.2f})" if len(values) > 1 else f"{mean:.2f}"
+    if not common:
+        return f"{mean:.2f}"
+    gain = statistics.fmean(scores[s][bucket][metric] - against[s][bucket][metric] for s in common)
+    return f"{mean:.2f} ({gain:+.2f})"
+
+
+ORDER_HEADER = ["corpus", "system", "seeds", "BLEU: hardest τ third (Δ)", "BLEU: middle third (Δ)",
+                "BLEU: most monotone third (Δ)", "RIBES: hardest third (Δ)", "RIBES: most monotone third (Δ)"]
+
+
+def order_rows(corpus: str, claims: list[dict], hyps_root: Path, data_root: Path) -> list[list[str]]:
+    """The reordering-difficulty rows of ``corpus`` (none without ``hyps_root/CORPUS/test.align``): the τ range
+    and size of each third of the test pairs, then every system of its claims that has seeds, each bucket's
+    BLEU and RIBES averaged over seeds and, in brackets, the mean difference to its comparison system (the seed
+    standard deviation for a comparison system)."""
+    folder = hyps_root / corpus
+    if not (folder / "test.align").exists():
+        return []
+    spec = suite_of(corpus)
+    refs = test_refs(corpus, spec, data_root)
+    buckets = difficulty_buckets(test_taus(folder / "test.align", len(refs)))
+    columns = [0, 1, len(buckets) - 1] if len(buckets) == 3 else [0, None, len(buckets) - 1]
+    ranges = ["-" if b is None else f"{buckets[b].label} ({len(buckets[b].indices)} pairs)" for b in columns]
+    rows = [[corpus, "test pairs", "-", *ranges, ranges[0], ranges[2]]]
+    scores = {}
+    for system, against in compared_systems(claims, corpus).items():
+        runs = seeds_of(folder, system)
+        if not runs:
+            continue
+        scores[system] = bucket_scores(runs, refs, buckets, bool(spec.get("tokenized")))
+        base = scores.get(against) if against else None
+        cells = [[("-" if b is None else bucket_cell(scores[system], base, b, metric)) for b in bucket_columns]
+                 for metric, bucket_columns in ((0, columns), (1, [columns[0], columns[2]]))]
+        rows.append([corpus, system if against is None else f"{system} vs {against}", str(len(runs)),
+                     *cells[0], *cells[1]])
+    return rows
+
+
 def write_tables(args: argparse.Namespace) -> None:
-    """The verdicts table of every claim in recipes/verdicts.yaml, printed and written to ``args.out``."""
+    """The verdicts table of every claim in recipes/verdicts.yaml and the table by reordering difficulty,
+    printed, written to ``args.out`` and beside it (``_order``), and put in place in ``args.results``."""
     claims = yaml.safe_load((RECIPES / "verdicts.yaml").read_text(encoding="utf-8"))
     header = ["paper", "claim (paper's setting)", "corpus", "comparison", "BLEU by seed", "train min (system / base)",
               "RIBES (system / base)",
               "gain: mean (per seed)", "baseline seed sd", "bootstrap p (pooled seeds)", "verdict"]
-    rows = [claim_row(claim, args.hyps, args.data_root) for claim in claims]
-    table = markdown_table(header, rows)
+    tables = {args.out: markdown_table(header, [claim_row(claim, args.hyps, args.data_root) for claim in claims])}
+    corpora = dict.fromkeys(claim["corpus"] for claim in claims)
+    order = [row for corpus in corpora for row in order_rows(corpus, claims, args.hyps, args.data_root)]
+    if order:
+        tables[args.out.with_name(f"{args.out.stem}_order.md")] = markdown_table(ORDER_HEADER, order)
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    with atomic_write(args.out) as handle:
-        handle.write(table)
-    if str(args.results):
-        document = replace_table(args.results.read_text(encoding="utf-8"), table, args.results)
-        with atomic_write(args.results) as handle:
-            handle.write(document)
-    print(table, end="")
+    for path, table in tables.items():
+        with atomic_write(path) as handle:
+            handle.write(table)
+        if str(args.results):
+            document = replace_table(args.results.read_text(encoding="utf-8"), table, args.results)
+            with atomic_write(args.results) as handle:
+                handle.write(document)
+        print(table)
 
 
 def replace_table(document: str, table: str, where: Path) -> str:

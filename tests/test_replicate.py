@@ -82,3 +82,46 @@ def test_the_results_table_is_replaced_in_place_and_a_missing_one_is_an_error(tm
         "# Verdicts\n\n| claim | verdict |\n|---|---|\n| ExGRE | confirmed |\n\nRuns so far.\n")
     with pytest.raises(replicate.ConfigError, match="R.md: no table with the header '| claim | verdict |'"):
         replicate.replace_table("# Verdicts\n", table, tmp_path / "R.md")
+
+
+def test_the_order_table_scores_each_third_of_the_test_pairs_by_alignment_tau(tmp_path):
+    words = ["ein", "Mann", "fährt", "mit", "dem", "Fahrrad", "über", "eine", "Brücke", "am", "Abend"]
+    refs = [" ".join(words[i:] + words[:i]) for i in range(len(words))] * 3  # 33 pairs
+    corpus = tmp_path / "data" / "multi30k"
+    corpus.mkdir(parents=True)
+    with gzip.open(corpus / "test2016.de.gz", "wt", encoding="utf-8") as handle:
+        handle.write("".join(f"{ref}\n" for ref in refs))
+    hyps = tmp_path / "hyps" / "multi30k"
+    reversed_links, monotone_links = "0-3 1-2 2-1 3-0", "0-0 1-1 2-2 3-3"
+    hard = [i % 3 == 0 for i in range(len(refs))]  # every third pair fully reversed (τ -1), the rest monotone
+    hyps.mkdir(parents=True)
+    (hyps / "test.align").write_text("".join(f"{reversed_links if h else monotone_links}\n" for h in hard),
+                                     encoding="utf-8")
+    for seed in (1, 2):  # the baseline drops the last three words of the hard pairs only
+        write_hyps(hyps, "baseline", seed, [" ".join(r.split()[:-3]) if h else r for r, h in zip(refs, hard)])
+    write_hyps(hyps, "exgre", 1, refs)
+    claims = [{"paper": "p", "claim": "c", "corpus": "multi30k", "baseline": "baseline", "system": "exgre"}]
+    rows = replicate.order_rows("multi30k", claims, tmp_path / "hyps", tmp_path / "data")
+    assert [row[1] for row in rows] == ["test pairs", "baseline", "exgre vs baseline"]
+    assert rows[0][3] == "τ -1.00..-1.00 (11 pairs)" and rows[0][4] == "-"  # two buckets: no middle third
+    assert rows[0][5] == "τ 1.00..1.00 (22 pairs)"
+    hardest, monotone = (float(rows[2][col].split(" (")[0]) for col in (3, 5))
+    assert hardest == pytest.approx(100.0) and monotone == pytest.approx(100.0)
+    assert rows[1][3].endswith("(sd 0.00)") and float(rows[1][3].split(" (")[0]) < 90.0
+    assert float(rows[2][3].split("(")[1].rstrip(")")) > 10.0  # the gain lies in the hard third
+    assert rows[2][5].endswith("(+0.00)")                        # and none in the monotone ones
+    (hyps / "test.align").write_text("0-0\n", encoding="utf-8")
+    with pytest.raises(replicate.InputError, match="test.align: 1 lines of links for 33 test pairs"):
+        replicate.order_rows("multi30k", claims, tmp_path / "hyps", tmp_path / "data")
+
+
+def test_the_test_links_are_kept_once_beside_the_hypotheses(tmp_path):
+    data, folder = tmp_path / "data", tmp_path / "hyps"
+    replicate.keep_test_links(data, folder)  # prepared without alignments: nothing to keep
+    assert not (folder / "test.align").exists()
+    data.mkdir()
+    (data / "test.align").write_text("0-0 1-1\n", encoding="utf-8")
+    replicate.keep_test_links(data, folder)
+    (data / "test.align").write_text("0-1 1-0\n", encoding="utf-8")  # a later preparation samples other links
+    replicate.keep_test_links(data, folder)
+    assert (folder / "test.align").read_text(encoding="utf-8") == "0-0 1-1\n"
