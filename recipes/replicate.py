@@ -15,7 +15,9 @@ the table is written to bench/results/verdicts.md and replaces the one in bench/
 has ``bench/hyps/CORPUS/test.align`` (the prepared test split's eflomal links, which ``run`` copies there), a
 second table scores every system by reordering difficulty: BLEU and RIBES per third of the test pairs by
 alignment τ (:func:`ordo.evaluation.order.difficulty_buckets`), averaged over seeds, with the mean difference
-per common seed to the system it is compared with (bench/results/verdicts_order.md, and in RESULTS.md).
+per common seed to the system it is compared with (bench/results/verdicts_order.md, and in RESULTS.md). Two
+figures go to bench/results/figures/: the gains over seeds against the rule's band (verdicts_gains.png) and
+each comparison's dev loss curves (verdicts_dev_loss.png).
 
 usage: python recipes/replicate.py run --suite enja_verdict [--work DIR] [--oracle] SYSTEM.seedN [...]
        python recipes/replicate.py tables [--out bench/results/verdicts.md] [--results bench/RESULTS.md]
@@ -29,12 +31,14 @@ import re
 import statistics
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
 from compare import RECIPES, ROOT, data_folder, prepare, system_entry, train
 
 from ordo import api
+from ordo.analysis.plots import curve_panels, gain_plot
 from ordo.analysis.systems import bleu_metric, training_figures
 from ordo.analysis.tables import markdown_table
 from ordo.build import count_parameters
@@ -230,33 +234,68 @@ def test_refs(corpus: str, spec: dict, data_root: Path) -> list[str]:
     return read_lines(data_root / corpus / f"{spec['splits']['test']}.{spec['tgt']}.gz")
 
 
-def claim_row(claim: dict, hyps_root: Path, data_root: Path) -> list[str]:
-    """One row of the verdicts table; a claim is pending until the baseline has two seeds and the system the
-    claim's ``seeds`` (default 2) seeds in common with it."""
+@dataclass
+class Comparison:
+    """A claim's two systems on its corpus: their test hypotheses and BLEU by seed, and the references."""
+
+    claim: dict
+    refs: list[str]
+    tokenized: bool
+    base: dict[int, list[str]]
+    system: dict[int, list[str]]
+    base_bleu: dict[int, float]
+    system_bleu: dict[int, float]
+
+    @property
+    def common(self) -> list[int]:
+        """The seeds both systems have."""
+        return sorted(set(self.base) & set(self.system))
+
+    @property
+    def ready(self) -> bool:
+        """Whether a verdict can be given: two baseline seeds and the claim's ``seeds`` (default 2) in common."""
+        return len(self.base) >= 2 and len(self.common) >= int(self.claim.get("seeds", 2))
+
+    @property
+    def gains(self) -> list[float]:
+        """The system's BLEU minus the baseline's, per common seed."""
+        return [self.system_bleu[s] - self.base_bleu[s] for s in self.common]
+
+    @property
+    def baseline_sd(self) -> float:
+        """The standard deviation of the baseline's BLEU over its seeds (needs two)."""
+        return statistics.stdev(self.base_bleu.values())
+
+
+def compare(claim: dict, hyps_root: Path, data_root: Path) -> Comparison:
+    """The committed hypotheses of ``claim``'s baseline and system (``hyps_root/CORPUS``), scored by seed."""
     spec = suite_of(claim["corpus"])
     refs = test_refs(claim["corpus"], spec, data_root)
     bleu = bleu_metric(bool(spec.get("tokenized")))
     base = seeds_of(hyps_root / claim["corpus"], claim["baseline"])
     system = seeds_of(hyps_root / claim["corpus"], claim["system"])
-    common = sorted(set(base) & set(system))
-    scores = {name: {seed: bleu(hyps, refs) for seed, hyps in runs.items()}
-              for name, runs in (("base", base), ("system", system))}
-    listed = ", ".join(f"{scores['system'][s]:.2f}" for s in sorted(system)) or "-"
+    return Comparison(claim, refs, bool(spec.get("tokenized")), base, system,
+                      {seed: bleu(hyps, refs) for seed, hyps in base.items()},
+                      {seed: bleu(hyps, refs) for seed, hyps in system.items()})
+
+
+def claim_row(comparison: Comparison, hyps_root: Path) -> list[str]:
+    """One row of the verdicts table; a claim is pending until the comparison is :attr:`Comparison.ready`."""
+    claim, base, system = comparison.claim, comparison.base, comparison.system
+    listed = ", ".join(f"{comparison.system_bleu[s]:.2f}" for s in sorted(system)) or "-"
     minutes = [mean_minutes(hyps_root / claim["corpus"], claim[side]) for side in ("system", "baseline")]
-    tokenized = bool(spec.get("tokenized"))
-    ribes = [mean_ribes(runs, refs, tokenized) for runs in (system, base)]
+    ribes = [mean_ribes(runs, comparison.refs, comparison.tokenized) for runs in (system, base)]
     cells = [claim["paper"], claim["claim"], claim["corpus"], f"{claim['system']} vs {claim['baseline']}", listed,
              " / ".join("-" if m is None else f"{m:.0f}" for m in minutes),
              " / ".join("-" if r is None else f"{r:.2f}" for r in ribes)]
-    if len(base) < 2 or len(common) < int(claim.get("seeds", 2)):
+    if not comparison.ready:
         return [*cells, "-", "-", "-", f"pending ({len(base)} baseline, {len(system)} system seeds)"]
-    gains = [scores["system"][s] - scores["base"][s] for s in common]
-    baseline_sd = statistics.stdev(scores["base"].values())
-    pooled_refs = refs * len(common)
+    common, gains = comparison.common, comparison.gains
     p_value = bleu_bootstrap_p([h for s in common for h in base[s]], [h for s in common for h in system[s]],
-                               pooled_refs)
+                               comparison.refs * len(common))
     gain_cell = f"{statistics.fmean(gains):+.2f} ({', '.join(f'{g:+.2f}' for g in gains)})"
-    return [*cells, gain_cell, f"{baseline_sd:.2f} ({len(base)} seeds)", f"{p_value:.3g}", verdict(gains, baseline_sd)]
+    return [*cells, gain_cell, f"{comparison.baseline_sd:.2f} ({len(base)} seeds)", f"{p_value:.3g}",
+            verdict(gains, comparison.baseline_sd)]
 
 
 def test_taus(path: Path, pairs: int) -> list[float]:
@@ -343,19 +382,58 @@ def order_rows(corpus: str, claims: list[dict], hyps_root: Path, data_root: Path
     return rows
 
 
+DEV_CURVE_FROM = 500  # the first updates' fall (5.3 -> 2.5 dev loss) would flatten the gaps that matter
+
+
+def mean_dev_loss(folder: Path, system: str) -> dict[int, float]:
+    """The dev loss curve of ``system`` averaged over its recorded seeds (SYSTEM.seedN.yaml), at the updates
+    every seed has."""
+    curves = [read_yaml(path).get("dev_loss") or {} for path in folder.glob(f"{system}.seed*.yaml")]
+    if not curves:
+        return {}
+    updates = set.intersection(*(set(curve) for curve in curves))
+    return {int(update): statistics.fmean(curve[update] for curve in curves) for update in sorted(updates)}
+
+
+def write_figures(comparisons: list[Comparison], hyps_root: Path, figures: Path) -> list[Path]:
+    """``figures/verdicts_gains.png``: each ready comparison's gain per seed, their mean and the verdict rule's
+    band of twice the baseline's seed sd; ``figures/verdicts_dev_loss.png``: every comparison's two dev loss
+    curves, each averaged over its seeds, so that a gap which closes with training shows."""
+    label = {id(c): f"{c.claim['system']} vs {c.claim['baseline']} ({c.claim['corpus']})" for c in comparisons}
+    paths = []
+    ready = [c for c in comparisons if c.ready]
+    if ready:
+        paths.append(gain_plot([(label[id(c)], c.gains, 2 * c.baseline_sd) for c in ready],
+                               "BLEU gain (dots: seeds; bar: mean; grey: ±2 baseline sd)",
+                               figures / "verdicts_gains.png", "Verdicts: gains over seeds"))
+    panels = []
+    for c in comparisons:
+        curves = {c.claim[side]: mean_dev_loss(hyps_root / c.claim["corpus"], c.claim[side])
+                  for side in ("system", "baseline")}
+        if all(curves.values()):
+            panels.append((label[id(c)], curves))
+    if panels:
+        paths.append(curve_panels(panels, "update", "dev loss", figures / "verdicts_dev_loss.png",
+                                  x_from=DEV_CURVE_FROM))
+    return paths
+
+
 def write_tables(args: argparse.Namespace) -> None:
     """The verdicts table of every claim in recipes/verdicts.yaml and the table by reordering difficulty,
-    printed, written to ``args.out`` and beside it (``_order``), and put in place in ``args.results``."""
+    printed, written to ``args.out`` and beside it (``_order``), and put in place in ``args.results``; the
+    figures of :func:`write_figures` in ``figures/`` beside ``args.out``."""
     claims = yaml.safe_load((RECIPES / "verdicts.yaml").read_text(encoding="utf-8"))
     header = ["paper", "claim (paper's setting)", "corpus", "comparison", "BLEU by seed", "train min (system / base)",
               "RIBES (system / base)",
               "gain: mean (per seed)", "baseline seed sd", "bootstrap p (pooled seeds)", "verdict"]
-    tables = {args.out: markdown_table(header, [claim_row(claim, args.hyps, args.data_root) for claim in claims])}
+    comparisons = [compare(claim, args.hyps, args.data_root) for claim in claims]
+    tables = {args.out: markdown_table(header, [claim_row(comparison, args.hyps) for comparison in comparisons])}
     corpora = dict.fromkeys(claim["corpus"] for claim in claims)
     order = [row for corpus in corpora for row in order_rows(corpus, claims, args.hyps, args.data_root)]
     if order:
         tables[args.out.with_name(f"{args.out.stem}_order.md")] = markdown_table(ORDER_HEADER, order)
     args.out.parent.mkdir(parents=True, exist_ok=True)
+    write_figures(comparisons, args.hyps, args.out.parent / "figures")
     for path, table in tables.items():
         with atomic_write(path) as handle:
             handle.write(table)

@@ -46,15 +46,19 @@ def test_a_row_is_rebuilt_from_the_hypothesis_files_alone(tmp_path):
     for seed, cut in ((1, 3), (2, 4), (3, 5)):  # baselines drop a few words at the end, differently per seed
         write_hyps(hyps, "baseline", seed, [" ".join(r.split()[:-cut]) for r in refs])
     claim = {"paper": "p", "claim": "c", "corpus": "multi30k", "baseline": "baseline", "system": "exgre"}
-    pending = replicate.claim_row(claim, tmp_path / "hyps", tmp_path / "data")
+
+    def row_of(claim: dict) -> list[str]:
+        return replicate.claim_row(replicate.compare(claim, tmp_path / "hyps", tmp_path / "data"), tmp_path / "hyps")
+
+    pending = row_of(claim)
     assert pending[-1] == "pending (3 baseline, 0 system seeds)"
     write_hyps(hyps, "exgre", 1, refs)  # the references themselves: BLEU 100 on every seed
-    one_of_two = replicate.claim_row(claim, tmp_path / "hyps", tmp_path / "data")
+    one_of_two = row_of(claim)
     assert one_of_two[-1] == "pending (3 baseline, 1 system seeds)"
-    one_seed = replicate.claim_row({**claim, "seeds": 1}, tmp_path / "hyps", tmp_path / "data")  # an upper bound
+    one_seed = row_of({**claim, "seeds": 1})  # an upper bound
     assert one_seed[-1] == "confirmed" and one_seed[7].startswith("+")
     write_hyps(hyps, "exgre", 2, refs)
-    row = replicate.claim_row(claim, tmp_path / "hyps", tmp_path / "data")
+    row = row_of(claim)
     assert row[4] == "100.00, 100.00" and row[-1] == "confirmed"
     assert row[5] == "- / -"  # no settings files written here
     system_ribes, base_ribes = (float(r) for r in row[6].split(" / "))
@@ -125,3 +129,23 @@ def test_the_test_links_are_kept_once_beside_the_hypotheses(tmp_path):
     (data / "test.align").write_text("0-1 1-0\n", encoding="utf-8")  # a later preparation samples other links
     replicate.keep_test_links(data, folder)
     assert (folder / "test.align").read_text(encoding="utf-8") == "0-0 1-1\n"
+
+
+def test_dev_loss_curves_are_averaged_over_seeds_and_the_figures_drawn(tmp_path):
+    hyps = tmp_path / "hyps" / "multi30k"
+    hyps.mkdir(parents=True)
+    for system, seed, curve in (("baseline", 1, {100: 3.0, 200: 2.0}), ("baseline", 2, {100: 2.0, 200: 1.0, 300: 0.5}),
+                                ("exgre", 1, {100: 2.5, 200: 1.5})):
+        (hyps / f"{system}.seed{seed}.yaml").write_text(yaml.safe_dump({"dev_loss": curve}), encoding="utf-8")
+    assert replicate.mean_dev_loss(hyps, "baseline") == {100: 2.5, 200: 1.5}  # update 300: one seed only
+    assert replicate.mean_dev_loss(hyps, "refsr") == {}
+    claim = {"paper": "p", "claim": "c", "corpus": "multi30k", "baseline": "baseline", "system": "exgre"}
+    pending = replicate.Comparison(claim, ["a"], False, {1: ["a"], 2: ["a"]}, {1: ["a"]}, {1: 30.0, 2: 31.0},
+                                   {1: 32.0})
+    figures = tmp_path / "figures"
+    assert replicate.write_figures([pending], tmp_path / "hyps", figures) == [figures / "verdicts_dev_loss.png"]
+    ready = replicate.Comparison({**claim, "seeds": 1}, **{k: v for k, v in vars(pending).items() if k != "claim"})
+    assert ready.gains == [2.0] and ready.baseline_sd == pytest.approx(0.7071, abs=1e-4)
+    paths = replicate.write_figures([ready], tmp_path / "hyps", figures)
+    assert [path.name for path in paths] == ["verdicts_gains.png", "verdicts_dev_loss.png"]
+    assert all(path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for path in paths)

@@ -1,4 +1,5 @@
-"""Line plots of one figure against a swept variable, one line per system (PNG, matplotlib Agg).
+"""Figures of the analyses (PNG, matplotlib Agg): line plots against a swept variable, histograms, attention
+heat maps, and the verdicts' gains over seeds and dev loss curves.
 
 matplotlib is optional (``pip install 'ordo[plots]'``) and imported only when a plot is drawn.
 """
@@ -9,6 +10,7 @@ import importlib
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 from ordo.data.textio import atomic_write
 from ordo.errors import import_extra
@@ -22,6 +24,14 @@ def pyplot() -> ModuleType:
     """
     import_extra("matplotlib", "plots").use("Agg")
     return importlib.import_module("matplotlib.pyplot")
+
+
+def save(figure: Any, path: str | Path) -> Path:
+    """Write ``figure`` to ``path`` as a PNG atomically, and close it."""
+    with atomic_write(path, "wb") as handle:
+        figure.savefig(handle, format="png", dpi=120)
+    pyplot().close(figure)
+    return Path(path)
 
 
 def line_plot(
@@ -42,10 +52,7 @@ def line_plot(
     axes.grid(alpha=0.3)
     axes.legend()
     figure.tight_layout()
-    with atomic_write(path, "wb") as handle:
-        figure.savefig(handle, format="png", dpi=120)
-    plt.close(figure)
-    return Path(path)
+    return save(figure, path)
 
 
 def histogram(values: Sequence[float], bins: int, xlabel: str, path: str | Path, title: str = "") -> Path:
@@ -59,14 +66,57 @@ def histogram(values: Sequence[float], bins: int, xlabel: str, path: str | Path,
         axes.set_title(title)
     axes.grid(alpha=0.3)
     figure.tight_layout()
-    with atomic_write(path, "wb") as handle:
-        figure.savefig(handle, format="png", dpi=120)
-    plt.close(figure)
-    return Path(path)
+    return save(figure, path)
 
 
 CJK_FONTS = ("Noto Sans CJK JP", "Noto Sans CJK SC", "Source Han Sans", "IPAexGothic", "IPAGothic",
              "WenQuanYi Zen Hei", "Microsoft YaHei", "MS Gothic")  # fallbacks for Chinese/Japanese labels
+
+
+def gain_plot(rows: Sequence[tuple[str, Sequence[float], float]], xlabel: str, path: str | Path,
+              title: str = "") -> Path:
+    """Write a PNG with one row per comparison, top first: each seed's gain as a dot, their mean as a bar, and
+    the band ``[-threshold, threshold]`` shaded, inside which a mean gain is within the noise (the verdict
+    rule's twice the baseline's seed standard deviation)."""
+    plt = pyplot()
+    figure, axes = plt.subplots(figsize=(9.0, 0.5 * len(rows) + 1.4))
+    for y, (_, gains, threshold) in enumerate(reversed(rows)):
+        axes.fill_betweenx([y - 0.35, y + 0.35], -threshold, threshold, color="#dddddd", linewidth=0)
+        axes.plot([sum(gains) / len(gains)] * 2, [y - 0.3, y + 0.3], color="#c44e52", linewidth=2.5)
+        axes.plot(list(gains), [y] * len(gains), "o", color="#4c72b0")
+    axes.axvline(0.0, color="black", linewidth=0.8)
+    axes.set_yticks(range(len(rows)), [label for label, _, _ in reversed(rows)])
+    axes.set_xlabel(xlabel)
+    if title:
+        axes.set_title(title)
+    axes.grid(axis="x", alpha=0.3)
+    figure.tight_layout()
+    return save(figure, path)
+
+
+def curve_panels(panels: Sequence[tuple[str, Mapping[str, Mapping[int, float]]]], xlabel: str, ylabel: str,
+                 path: str | Path, columns: int = 3, x_from: float = float("-inf")) -> Path:
+    """Write a PNG of small line plots, one per panel (its title, then series name -> {x: y}), from ``x_from``
+    on, on shared axes so that panels compare."""
+    plt = pyplot()
+    rows = -(-len(panels) // columns)
+    figure, grid = plt.subplots(rows, columns, figsize=(4.0 * columns, 2.8 * rows), sharex=True, sharey=True,
+                                squeeze=False)
+    for axes, (title, series) in zip(grid.flat, panels):
+        for name, curve in series.items():
+            points = sorted((x, y) for x, y in curve.items() if x >= x_from)
+            axes.plot([x for x, _ in points], [y for _, y in points], label=name)
+        axes.set_title(title, fontsize=9)
+        axes.grid(alpha=0.3)
+        axes.legend(fontsize=7)
+    for axes in list(grid.flat)[len(panels):]:
+        axes.set_visible(False)
+    for axes in grid[-1]:
+        axes.set_xlabel(xlabel)
+    for axes in grid[:, 0]:
+        axes.set_ylabel(ylabel)
+    figure.tight_layout()
+    return save(figure, path)
 
 
 def label_fonts() -> list[str]:
@@ -96,7 +146,4 @@ def heatmap(
         if title:
             axes.set_title(title, pad=40)
         figure.tight_layout()
-        with atomic_write(path, "wb") as handle:
-            figure.savefig(handle, format="png", dpi=120)
-    plt.close(figure)
-    return Path(path)
+        return save(figure, path)
