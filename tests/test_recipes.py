@@ -144,6 +144,31 @@ def test_a_prepared_data_folder_is_refused_for_another_corpus(tmp_path, monkeypa
         compare.prepare(Path("prepare.yaml"), spec, tmp_path / "full", out)
 
 
+def test_runs_started_side_by_side_prepare_a_folder_once(tmp_path, monkeypatch):
+    import threading
+    import time
+
+    calls = []
+
+    def slow_prepare(args):  # as long as the other run's check falls inside it, without a lock both prepare
+        calls.append(args)
+        time.sleep(0.3)
+        (Path(args[args.index("--out") + 1]) / "data.yaml").write_text("{}")
+        return 0
+
+    monkeypatch.setattr(compare, "ordo", slow_prepare)
+    spec = write_corpus(tmp_path / "small", "ein Satz\n")
+    out = tmp_path / "work" / "data"
+    out.mkdir(parents=True)
+    runs = [threading.Thread(target=compare.prepare, args=(Path("prepare.yaml"), spec, tmp_path / "small", out))
+            for _ in range(2)]
+    for run in runs:
+        run.start()
+    for run in runs:
+        run.join()
+    assert len(calls) == 1
+
+
 def test_a_run_started_with_other_settings_is_named_not_resumed_or_reused(tmp_path, monkeypatch):
     from ordo.config import save_config
 
