@@ -123,15 +123,25 @@ def write_corpus(folder: Path, text: str, mtime: float = 0.0) -> dict:
     return spec
 
 
-def test_a_prepared_data_folder_is_refused_for_another_corpus(tmp_path, monkeypatch):
+def fake_prepare(monkeypatch, seconds: float = 0.0) -> list[list[str]]:
+    """Replace ``ordo prepare`` in compare.py by one that takes ``seconds`` and writes only data.yaml; returns
+    the list its calls are recorded in."""
+    import time
+
     calls = []
 
-    def fake_prepare(args):
+    def prepare(args):
         calls.append(args)
+        time.sleep(seconds)
         (Path(args[args.index("--out") + 1]) / "data.yaml").write_text("{}")
         return 0
 
-    monkeypatch.setattr(compare, "ordo", fake_prepare)
+    monkeypatch.setattr(compare, "ordo", prepare)
+    return calls
+
+
+def test_a_prepared_data_folder_is_refused_for_another_corpus(tmp_path, monkeypatch):
+    calls = fake_prepare(monkeypatch)
     spec = write_corpus(tmp_path / "small", "ein Satz\n")
     out = tmp_path / "work" / "data"
     out.mkdir(parents=True)
@@ -146,17 +156,8 @@ def test_a_prepared_data_folder_is_refused_for_another_corpus(tmp_path, monkeypa
 
 def test_runs_started_side_by_side_prepare_a_folder_once(tmp_path, monkeypatch):
     import threading
-    import time
 
-    calls = []
-
-    def slow_prepare(args):  # as long as the other run's check falls inside it, without a lock both prepare
-        calls.append(args)
-        time.sleep(0.3)
-        (Path(args[args.index("--out") + 1]) / "data.yaml").write_text("{}")
-        return 0
-
-    monkeypatch.setattr(compare, "ordo", slow_prepare)
+    calls = fake_prepare(monkeypatch, seconds=0.3)  # the other run checks meanwhile: without a lock both prepare
     spec = write_corpus(tmp_path / "small", "ein Satz\n")
     out = tmp_path / "work" / "data"
     out.mkdir(parents=True)
