@@ -303,7 +303,7 @@ def claim_row(comparison: Comparison, hyps_root: Path) -> list[str]:
             verdict(gains, comparison.baseline_sd)]
 
 
-def test_taus(path: Path, pairs: int) -> list[float]:
+def pair_taus(path: Path, pairs: int) -> list[float]:
     """Kendall's τ of the sure links of each line of the Pharaoh file ``path``, which must have ``pairs`` lines.
 
     Raises:
@@ -343,7 +343,8 @@ def bucket_scores(runs: dict[int, list[str]], refs: list[str], buckets: list[Dif
 def bucket_cell(scores: dict[int, list[tuple[float, float]]], against: dict[int, list[tuple[float, float]]] | None,
                 bucket: int, metric: int) -> str:
     """The mean over seeds of one metric (0 BLEU, 1 RIBES) in one bucket, with the mean difference over the
-    seeds in common with ``against`` in brackets, or for a comparison system the seed standard deviation."""
+    seeds in common with ``against`` in brackets; ``against`` None marks a comparison system, whose seed
+    standard deviation goes in the brackets instead."""
     values = [by_bucket[bucket][metric] for by_bucket in scores.values()]
     mean = statistics.fmean(values)
     common = sorted(set(scores) & set(against or {}))
@@ -369,7 +370,7 @@ def order_rows(corpus: str, claims: list[dict], hyps_root: Path, data_root: Path
         return []
     spec = suite_of(corpus)
     refs = test_refs(corpus, spec, data_root)
-    buckets = difficulty_buckets(test_taus(folder / "test.align", len(refs)))
+    buckets = difficulty_buckets(pair_taus(folder / "test.align", len(refs)))
     columns = [0, 1, len(buckets) - 1] if len(buckets) == 3 else [0, None, len(buckets) - 1]
     ranges = ["-" if b is None else f"{buckets[b].label} ({len(buckets[b].indices)} pairs)" for b in columns]
     rows = [[corpus, "test pairs", "-", *ranges, ranges[0], ranges[2]]]
@@ -379,7 +380,7 @@ def order_rows(corpus: str, claims: list[dict], hyps_root: Path, data_root: Path
         if not runs:
             continue
         scores[system] = bucket_scores(runs, refs, buckets, bool(spec.get("tokenized")))
-        base = scores.get(against) if against else None
+        base = scores.get(against, {}) if against else None  # {}: its comparison system has no seeds yet
         cells = [[("-" if b is None else bucket_cell(scores[system], base, b, metric)) for b in bucket_columns]
                  for metric, bucket_columns in ((0, columns), (1, [columns[0], columns[2]]))]
         rows.append([corpus, system if against is None else f"{system} vs {against}", str(len(runs)),
