@@ -357,14 +357,25 @@ def bucket_cell(scores: dict[int, list[tuple[float, float]]], against: dict[int,
 
 
 ORDER_HEADER = ["corpus", "system", "seeds", "BLEU: hardest τ third (Δ)", "BLEU: middle third (Δ)",
-                "BLEU: most monotone third (Δ)", "RIBES: hardest third (Δ)", "RIBES: most monotone third (Δ)"]
+                "BLEU: most monotone third (Δ)", "RIBES: hardest third (Δ)", "RIBES: most monotone third (Δ)",
+                "bootstrap p, hardest third"]
+
+
+def bucket_p(base: dict[int, list[str]], system: dict[int, list[str]], refs: list[str], indices: list[int]) -> str:
+    """sacreBLEU's two-sided paired bootstrap p of the system against its comparison system on the test pairs
+    ``indices``, pooled over their common seeds ("-" without one)."""
+    common = sorted(set(base) & set(system))
+    if not common:
+        return "-"
+    pooled = [[runs[s][i] for s in common for i in indices] for runs in (base, system)]
+    return f"{bleu_bootstrap_p(*pooled, [refs[i] for _ in common for i in indices]):.3g}"
 
 
 def order_rows(corpus: str, claims: list[dict], hyps_root: Path, data_root: Path) -> list[list[str]]:
     """The reordering-difficulty rows of ``corpus`` (none without ``hyps_root/CORPUS/test.align``): the τ range
     and size of each third of the test pairs, then every system of its claims that has seeds, each bucket's
     BLEU and RIBES averaged over seeds and, in brackets, the mean difference to its comparison system (the seed
-    standard deviation for a comparison system)."""
+    standard deviation for a comparison system), and the bootstrap p of that difference in the hardest third."""
     folder = hyps_root / corpus
     if not (folder / "test.align").exists():
         return []
@@ -373,18 +384,19 @@ def order_rows(corpus: str, claims: list[dict], hyps_root: Path, data_root: Path
     buckets = difficulty_buckets(pair_taus(folder / "test.align", len(refs)))
     columns = [0, 1, len(buckets) - 1] if len(buckets) == 3 else [0, None, len(buckets) - 1]
     ranges = ["-" if b is None else f"{buckets[b].label} ({len(buckets[b].indices)} pairs)" for b in columns]
-    rows = [[corpus, "test pairs", "-", *ranges, ranges[0], ranges[2]]]
-    scores = {}
+    rows = [[corpus, "test pairs", "-", *ranges, ranges[0], ranges[2], "-"]]
+    scores, hyps = {}, {}
     for system, against in compared_systems(claims, corpus).items():
-        runs = seeds_of(folder, system)
-        if not runs:
+        hyps[system] = seeds_of(folder, system)
+        if not hyps[system]:
             continue
-        scores[system] = bucket_scores(runs, refs, buckets, bool(spec.get("tokenized")))
+        scores[system] = bucket_scores(hyps[system], refs, buckets, bool(spec.get("tokenized")))
         base = scores.get(against, {}) if against else None  # {}: its comparison system has no seeds yet
         cells = [[("-" if b is None else bucket_cell(scores[system], base, b, metric)) for b in bucket_columns]
                  for metric, bucket_columns in ((0, columns), (1, [columns[0], columns[2]]))]
-        rows.append([corpus, system if against is None else f"{system} vs {against}", str(len(runs)),
-                     *cells[0], *cells[1]])
+        p_value = bucket_p(hyps[against], hyps[system], refs, buckets[0].indices) if against else "-"
+        rows.append([corpus, system if against is None else f"{system} vs {against}", str(len(hyps[system])),
+                     *cells[0], *cells[1], p_value])
     return rows
 
 

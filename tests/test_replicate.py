@@ -114,11 +114,12 @@ def test_the_order_table_scores_each_third_of_the_test_pairs_by_alignment_tau(tm
     assert rows[1][3].endswith("(sd 0.00)") and float(rows[1][3].split(" (")[0]) < 90.0
     assert float(rows[2][3].split("(")[1].rstrip(")")) > 10.0  # the gain lies in the hard third
     assert rows[2][5].endswith("(+0.00)")                        # and none in the monotone ones
+    assert rows[1][8] == "-" and float(rows[2][8]) < 0.05         # the hard third's bootstrap p
     for seed in (1, 2):  # its comparison system has no seeds yet: no brackets, not a seed sd
         write_hyps(hyps, "rnn_h_distortion", seed, refs)
     rnn_claim = {**claims[0], "baseline": "rnnsearch", "system": "rnn_h_distortion"}
     rnn_row = replicate.order_rows("multi30k", [*claims, rnn_claim], tmp_path / "hyps", tmp_path / "data")[-1]
-    assert rnn_row[1] == "rnn_h_distortion vs rnnsearch" and rnn_row[3] == "100.00"
+    assert rnn_row[1] == "rnn_h_distortion vs rnnsearch" and rnn_row[3] == "100.00" and rnn_row[8] == "-"
     (hyps / "test.align").write_text("0-0\n", encoding="utf-8")
     with pytest.raises(replicate.InputError, match="test.align: 1 lines of links for 33 test pairs"):
         replicate.order_rows("multi30k", claims, tmp_path / "hyps", tmp_path / "data")
