@@ -7,7 +7,8 @@ compared with), once under the profiler with a named scope around each part of t
 decoder layers' self-attention, cross-attention and FFN, the rest of the decoder, the output projection,
 log-softmax and masking, and each step of the beam bookkeeping). Each top-level ATen op is charged to its
 innermost scope and, inside the decoder layers, to matmuls (``linear``) or attention (everything else there:
-SDPA, the cache's ``cat``, head reshapes); what a scope spends outside any op is Python (and the profiler's own cost) between ops.
+SDPA, the cache's ``cat``, head reshapes); what a scope spends outside any op is Python (and the profiler's own
+cost) between ops.
 
 The float32 linear layers multiply where ``--cpu-gemm`` says (``decode.cpu_gemm``, :mod:`ordo.gemm`); the
 matmul shapes themselves, torch's BLAS against oneDNN, are timed by bench/cpu_gemm.py.

@@ -61,8 +61,9 @@ def main() -> None:
         alone = tokens_per_second(start(args, Path(work) / "alone", args.threads, 1), Path(work) / "alone")
         pair = [(start(args, Path(work) / f"side{seed}", 1, seed), Path(work) / f"side{seed}") for seed in (1, 2)]
         side = [tokens_per_second(run, out) for run, out in pair]
-    command = "python bench/threads_split.py " + shlex.join(
-        ["--config", str(args.config), "--data", "DATA", "--updates", str(args.updates), "--threads", str(args.threads)])
+    command = "python bench/threads_split.py " + shlex.join(["--config", str(args.config), "--data", "DATA",
+                                                              "--updates", str(args.updates),
+                                                              "--threads", str(args.threads)])
     report = (f"| runs | threads each | target tokens/s |\n|---|---:|---:|\n"
               f"| one | {args.threads} | {alone:.0f} |\n"
               f"| two side by side | 1 | {side[0]:.0f} + {side[1]:.0f} = {sum(side):.0f} |\n\n"

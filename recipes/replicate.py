@@ -31,6 +31,7 @@ import re
 import statistics
 import subprocess
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -234,7 +235,7 @@ def suite_of(corpus: str) -> dict:
     sys.exit(f"no recipes/*_verdict/suite.yaml for corpus {corpus}")
 
 
-def test_refs(corpus: str, spec: dict, data_root: Path) -> list[str]:
+def references(corpus: str, spec: dict, data_root: Path) -> list[str]:
     """The references of ``corpus``'s test split (``spec`` its suite.yaml) in ``data_root/CORPUS``."""
     return read_lines(data_root / corpus / f"{spec['splits']['test']}.{spec['tgt']}.gz")
 
@@ -250,6 +251,11 @@ class Comparison:
     system: dict[int, list[str]]
     base_bleu: dict[int, float]
     system_bleu: dict[int, float]
+
+    @property
+    def label(self) -> str:
+        """``SYSTEM vs BASELINE (CORPUS)``."""
+        return f"{self.claim['system']} vs {self.claim['baseline']} ({self.claim['corpus']})"
 
     @property
     def common(self) -> list[int]:
@@ -275,13 +281,22 @@ class Comparison:
 def compare(claim: dict, hyps_root: Path, data_root: Path) -> Comparison:
     """The committed hypotheses of ``claim``'s baseline and system (``hyps_root/CORPUS``), scored by seed."""
     spec = suite_of(claim["corpus"])
-    refs = test_refs(claim["corpus"], spec, data_root)
+    refs = references(claim["corpus"], spec, data_root)
     bleu = bleu_metric(bool(spec.get("tokenized")))
     base = seeds_of(hyps_root / claim["corpus"], claim["baseline"])
     system = seeds_of(hyps_root / claim["corpus"], claim["system"])
     return Comparison(claim, refs, bool(spec.get("tokenized")), base, system,
                       {seed: bleu(hyps, refs) for seed, hyps in base.items()},
                       {seed: bleu(hyps, refs) for seed, hyps in system.items()})
+
+
+def pooled_bootstrap_p(base: dict[int, list[str]], system: dict[int, list[str]], refs: list[str],
+                       indices: Sequence[int]) -> float:
+    """sacreBLEU's two-sided paired bootstrap p of ``system`` against ``base`` (hypotheses by seed) on the test
+    pairs ``indices``, the pairs of every seed the two have in common pooled into one test set."""
+    common = sorted(set(base) & set(system))
+    pooled = [[runs[s][i] for s in common for i in indices] for runs in (base, system)]
+    return bleu_bootstrap_p(*pooled, [refs[i] for _ in common for i in indices])
 
 
 def claim_row(comparison: Comparison, hyps_root: Path) -> list[str]:
@@ -295,9 +310,8 @@ def claim_row(comparison: Comparison, hyps_root: Path) -> list[str]:
              " / ".join("-" if r is None else f"{r:.2f}" for r in ribes)]
     if not comparison.ready:
         return [*cells, "-", "-", "-", f"pending ({len(base)} baseline, {len(system)} system seeds)"]
-    common, gains = comparison.common, comparison.gains
-    p_value = bleu_bootstrap_p([h for s in common for h in base[s]], [h for s in common for h in system[s]],
-                               comparison.refs * len(common))
+    gains = comparison.gains
+    p_value = pooled_bootstrap_p(base, system, comparison.refs, range(len(comparison.refs)))
     gain_cell = f"{statistics.fmean(gains):+.2f} ({', '.join(f'{g:+.2f}' for g in gains)})"
     return [*cells, gain_cell, f"{comparison.baseline_sd:.2f} ({len(base)} seeds)", f"{p_value:.3g}",
             verdict(gains, comparison.baseline_sd)]
@@ -362,13 +376,10 @@ ORDER_HEADER = ["corpus", "system", "seeds", "BLEU: hardest τ third (Δ)", "BLE
 
 
 def bucket_p(base: dict[int, list[str]], system: dict[int, list[str]], refs: list[str], indices: list[int]) -> str:
-    """sacreBLEU's two-sided paired bootstrap p of the system against its comparison system on the test pairs
-    ``indices``, pooled over their common seeds ("-" without one)."""
-    common = sorted(set(base) & set(system))
-    if not common:
+    """:func:`pooled_bootstrap_p` on the test pairs ``indices``, formatted ("-" without a common seed)."""
+    if not set(base) & set(system):
         return "-"
-    pooled = [[runs[s][i] for s in common for i in indices] for runs in (base, system)]
-    return f"{bleu_bootstrap_p(*pooled, [refs[i] for _ in common for i in indices]):.3g}"
+    return f"{pooled_bootstrap_p(base, system, refs, indices):.3g}"
 
 
 def order_rows(corpus: str, claims: list[dict], hyps_root: Path, data_root: Path) -> list[list[str]]:
@@ -380,7 +391,7 @@ def order_rows(corpus: str, claims: list[dict], hyps_root: Path, data_root: Path
     if not (folder / "test.align").exists():
         return []
     spec = suite_of(corpus)
-    refs = test_refs(corpus, spec, data_root)
+    refs = references(corpus, spec, data_root)
     buckets = difficulty_buckets(pair_taus(folder / "test.align", len(refs)))
     columns = [0, 1, len(buckets) - 1] if len(buckets) == 3 else [0, None, len(buckets) - 1]
     ranges = ["-" if b is None else f"{buckets[b].label} ({len(buckets[b].indices)} pairs)" for b in columns]
@@ -417,11 +428,10 @@ def write_figures(comparisons: list[Comparison], hyps_root: Path, figures: Path)
     """``figures/verdicts_gains.png``: each ready comparison's gain per seed, their mean and the verdict rule's
     band of twice the baseline's seed sd; ``figures/verdicts_dev_loss.png``: every comparison's two dev loss
     curves, each averaged over its seeds, so that a gap which closes with training shows."""
-    label = {id(c): f"{c.claim['system']} vs {c.claim['baseline']} ({c.claim['corpus']})" for c in comparisons}
     paths = []
     ready = [c for c in comparisons if c.ready]
     if ready:
-        paths.append(gain_plot([(label[id(c)], c.gains, 2 * c.baseline_sd) for c in ready],
+        paths.append(gain_plot([(c.label, c.gains, 2 * c.baseline_sd) for c in ready],
                                "BLEU gain (dots: seeds; bar: mean; grey: ±2 baseline sd)",
                                figures / "verdicts_gains.png", "Verdicts: gains over seeds"))
     panels = []
@@ -429,7 +439,7 @@ def write_figures(comparisons: list[Comparison], hyps_root: Path, figures: Path)
         curves = {c.claim[side]: mean_dev_loss(hyps_root / c.claim["corpus"], c.claim[side])
                   for side in ("system", "baseline")}
         if all(curves.values()):
-            panels.append((label[id(c)], curves))
+            panels.append((c.label, curves))
     if panels:
         paths.append(curve_panels(panels, "update", "dev loss", figures / "verdicts_dev_loss.png",
                                   x_from=DEV_CURVE_FROM))
