@@ -100,13 +100,18 @@ def corpus_stamp(files: dict[str, str]) -> dict[str, str]:
 
 
 @contextmanager
-def folder_lock(folder: Path) -> Iterator[None]:
+def folder_lock(folder: Path, wait: bool = True) -> Iterator[bool]:
     """Hold an exclusive lock on ``folder`` (the file ``FOLDER.lock`` beside it) while the block runs, so that
-    runs started side by side prepare a folder once, one after the other."""
+    runs started side by side prepare a folder once, one after the other. With ``wait`` False the block gets
+    False at once, holding nothing, when another process holds the lock."""
     folder.parent.mkdir(parents=True, exist_ok=True)
     with open(folder.parent / f"{folder.name}.lock", "w", encoding="utf-8") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        yield
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            yield False
+            return
+        yield True
 
 
 def prepare(config: Path, spec: dict, data_dir: Path, out: Path) -> None:

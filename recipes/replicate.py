@@ -19,7 +19,15 @@ per common seed to the system it is compared with (bench/results/verdicts_order.
 figures go to bench/results/figures/: the gains over seeds against the rule's band (verdicts_gains.png) and
 each comparison's dev loss curves (verdicts_dev_loss.png).
 
+``pending`` lists the runs the verdicts still need, in the order they are worth running (:func:`pending_runs`):
+the baseline's three seeds, then one seed of every system, then the second seeds, a corpus at a time, and a
+third seed of both systems of a claim whose first two seeds disagree on the sign of the gain. ``queue`` works
+that list off, the next run no other worker holds each time, until nothing is left: two workers of one thread
+each, started side by side, share the queue.
+
 usage: python recipes/replicate.py run --suite enja_verdict [--work DIR] [--oracle] SYSTEM.seedN [...]
+       python recipes/replicate.py pending [--suite SUITE ...]
+       python recipes/replicate.py queue [--suite SUITE ...] [--threads N]
        python recipes/replicate.py tables [--out bench/results/verdicts.md] [--results bench/RESULTS.md]
 """
 
@@ -36,7 +44,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
-from compare import RECIPES, ROOT, data_folder, prepare, system_entry, train
+from compare import RECIPES, ROOT, data_folder, folder_lock, prepare, system_entry, train
 
 from ordo import api
 from ordo.analysis.plots import curve_panels, gain_plot
@@ -72,6 +80,13 @@ def parse_args() -> argparse.Namespace:
     run.add_argument("--oracle", action="store_true", help="train on the target-order source corpus")
     run.add_argument("--threads", type=int, help="CPU threads per run (default: the suite's train.yaml); two queues "
                      "of one thread each train about 20%% more updates per hour on 2 cores than one of two")
+    for verb, text in (("pending", "list the runs the verdicts still need"),
+                       ("queue", "run what the verdicts still need, beside other workers")):
+        listing = verbs.add_parser(verb, help=text)
+        listing.add_argument("--suite", action="append", dest="suites", metavar="SUITE",
+                             help="only this suite's runs (repeatable; default: every verdict suite)")
+        listing.add_argument("--data-root", type=Path, default=ROOT.parent / "shared" / "data", help="corpus folders")
+    listing.add_argument("--threads", type=int, help="CPU threads of each run (as for run)")
     tables = verbs.add_parser("tables", help="rebuild the verdicts table from bench/hyps/")
     tables.add_argument("--hyps", type=Path, default=HYPS,
                         help="folder of CORPUS/SYSTEM.seedN.txt (default: %(default)s)")
@@ -226,13 +241,17 @@ def mean_ribes(runs: dict[int, list[str]], refs: list[str], tokenized: bool) -> 
     return 100 * statistics.fmean(corpus_ribes(ribes_tokens(hyps, tokenized), ref_tokens) for hyps in runs.values())
 
 
-def suite_of(corpus: str) -> dict:
-    """The suite.yaml of the verdict suite (``recipes/*_verdict``) of ``corpus``."""
+def suite_folder(corpus: str) -> Path:
+    """The verdict suite (``recipes/*_verdict``) of ``corpus``."""
     for path in sorted(RECIPES.glob("*_verdict/suite.yaml")):
-        spec = read_yaml(path)
-        if spec["corpus"] == corpus:
-            return spec
+        if read_yaml(path)["corpus"] == corpus:
+            return path.parent
     sys.exit(f"no recipes/*_verdict/suite.yaml for corpus {corpus}")
+
+
+def suite_of(corpus: str) -> dict:
+    """The suite.yaml of the verdict suite of ``corpus``."""
+    return read_yaml(suite_folder(corpus) / "suite.yaml")
 
 
 def references(corpus: str, spec: dict, data_root: Path) -> list[str]:
@@ -315,6 +334,89 @@ def claim_row(comparison: Comparison, hyps_root: Path) -> list[str]:
     gain_cell = f"{statistics.fmean(gains):+.2f} ({', '.join(f'{g:+.2f}' for g in gains)})"
     return [*cells, gain_cell, f"{comparison.baseline_sd:.2f} ({len(base)} seeds)", f"{p_value:.3g}",
             verdict(gains, comparison.baseline_sd)]
+
+
+BASELINE_SEEDS = 3  # each corpus's baseline runs three seeds, to measure the spread the verdict rule uses
+
+
+def seeds_needed(comparison: Comparison) -> tuple[int, int]:
+    """(comparison system, system) seeds that ``comparison``'s verdict needs: the claim's ``seeds`` (default 2)
+    of each, :data:`BASELINE_SEEDS` of a corpus's ``baseline``, and one more of both where the first two
+    common seeds' gains have opposite signs."""
+    wanted = int(comparison.claim.get("seeds", 2))
+    gains = comparison.gains[:2]
+    if wanted == 2 and len(gains) == 2 and min(gains) < 0 < max(gains):
+        wanted = 3
+    base_wanted = max(wanted, BASELINE_SEEDS if comparison.claim["baseline"] == "baseline" else 0)
+    return base_wanted, wanted
+
+
+@dataclass(frozen=True)
+class PendingRun:
+    """A ``SYSTEM.seedN`` that a verdict needs and bench/hyps/CORPUS does not have yet."""
+
+    corpus: str
+    system: str
+    seed: int
+
+    @property
+    def suite(self) -> str:
+        """The recipes/ folder that runs it."""
+        return suite_folder(self.corpus).name
+
+    @property
+    def oracle(self) -> bool:
+        """Whether it trains on the target-order source corpus (``run --oracle``)."""
+        return self.system.startswith("oracle_")
+
+    @property
+    def label(self) -> str:
+        """The ``SYSTEM.seedN`` that ``run`` takes (without the ``oracle_`` prefix)."""
+        return f"{self.system.removeprefix('oracle_')}.seed{self.seed}"
+
+    def __str__(self) -> str:
+        return f"{self.suite} {'--oracle ' if self.oracle else ''}{self.label}"
+
+
+def pending_runs(claims: list[dict], hyps_root: Path, data_root: Path) -> list[PendingRun]:
+    """The runs ``claims`` still need (:func:`seeds_needed`) in the order of issue 25: a corpus at a time (in
+    the order the claims name them), within it the corpus's ``baseline`` seeds first, then seed 1 of every
+    other system, then seed 2, and so on; systems of one seed in the order the claims name them."""
+    corpora = list(dict.fromkeys(claim["corpus"] for claim in claims))
+    wanted: dict[tuple[str, str], int] = {}
+    for claim in claims:
+        counts = seeds_needed(compare(claim, hyps_root, data_root))
+        for name, count in zip((claim["baseline"], claim["system"]), counts):
+            key = (claim["corpus"], name)
+            wanted[key] = max(wanted.get(key, 0), count)
+    named = list(wanted)
+    runs = [PendingRun(corpus, name, seed) for (corpus, name), count in wanted.items()
+            for seed in range(1, count + 1) if seed not in seeds_of(hyps_root / corpus, name)]
+    return sorted(runs, key=lambda run: (corpora.index(run.corpus), 0 if run.system == "baseline" else run.seed,
+                                         named.index((run.corpus, run.system))))
+
+
+def selected_runs(args: argparse.Namespace, claims: list[dict]) -> list[PendingRun]:
+    """:func:`pending_runs` of the committed hypotheses, of ``args.suites`` only where given."""
+    runs = pending_runs(claims, HYPS, args.data_root)
+    return [run for run in runs if not args.suites or run.suite in args.suites]
+
+
+def work_queue(args: argparse.Namespace, claims: list[dict]) -> None:
+    """Run the first pending run that no other worker holds (a lock beside its run folder), record it, and
+    go on until every pending run is done or held by another worker."""
+    while True:
+        for run in selected_runs(args, claims):
+            work = ROOT / "work" / run.suite / ("oracle" if run.oracle else "")
+            with folder_lock(work / "runs" / run.label, wait=False) as held:
+                if held:
+                    print(f"== queue: {run}", flush=True)
+                    run_systems(argparse.Namespace(suite=run.suite, data_dir=None, work=None, oracle=run.oracle,
+                                                   threads=args.threads, systems=[run.label]))
+                    break
+        else:
+            print("== queue: nothing left that another worker is not running", flush=True)
+            return
 
 
 def pair_taus(path: Path, pairs: int) -> list[float]:
@@ -446,11 +548,10 @@ def write_figures(comparisons: list[Comparison], hyps_root: Path, figures: Path)
     return paths
 
 
-def write_tables(args: argparse.Namespace) -> None:
-    """The verdicts table of every claim in recipes/verdicts.yaml and the table by reordering difficulty,
+def write_tables(args: argparse.Namespace, claims: list[dict]) -> None:
+    """The verdicts table of every claim (recipes/verdicts.yaml) and the table by reordering difficulty,
     printed, written to ``args.out`` and beside it (``_order``), and put in place in ``args.results``; the
     figures of :func:`write_figures` in ``figures/`` beside ``args.out``."""
-    claims = yaml.safe_load((RECIPES / "verdicts.yaml").read_text(encoding="utf-8"))
     header = ["paper", "claim (paper's setting)", "corpus", "comparison", "BLEU by seed", "train min (system / base)",
               "RIBES (system / base)",
               "gain: mean (per seed)", "baseline seed sd", "bootstrap p (pooled seeds)", "verdict"]
@@ -491,10 +592,15 @@ def replace_table(document: str, table: str, where: Path) -> str:
 
 def main() -> None:
     args = parse_args()
+    claims = yaml.safe_load((RECIPES / "verdicts.yaml").read_text(encoding="utf-8"))
     if args.verb == "run":
         run_systems(args)
+    elif args.verb == "pending":
+        print("".join(f"{run}\n" for run in selected_runs(args, claims)), end="")
+    elif args.verb == "queue":
+        work_queue(args, claims)
     else:
-        write_tables(args)
+        write_tables(args, claims)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 """recipes/replicate.py: the verdict rule, a verdicts row rebuilt from hypothesis files, claims that name real
 systems."""
 
+import argparse
 import gzip
 import sys
 from pathlib import Path
@@ -35,13 +36,21 @@ def write_hyps(folder: Path, system: str, seed: int, lines: list[str]) -> None:
     (folder / f"{system}.seed{seed}.txt").write_text("".join(f"{line}\n" for line in lines), encoding="utf-8")
 
 
-def test_a_row_is_rebuilt_from_the_hypothesis_files_alone(tmp_path):
-    words = ["ein", "Mann", "fährt", "mit", "dem", "Fahrrad", "über", "eine", "Brücke", "am", "Abend"]
-    refs = [" ".join(words[i:] + words[:i]) for i in range(len(words))] * 4  # 44 distinct-enough sentences
-    corpus = tmp_path / "data" / "multi30k"
+def write_refs(data_root: Path, refs: list[str]) -> None:
+    """``refs`` as Multi30k's test2016 references under ``data_root``."""
+    corpus = data_root / "multi30k"
     corpus.mkdir(parents=True)
     with gzip.open(corpus / "test2016.de.gz", "wt", encoding="utf-8") as handle:
         handle.write("".join(f"{ref}\n" for ref in refs))
+
+
+WORDS = ["ein", "Mann", "fährt", "mit", "dem", "Fahrrad", "über", "eine", "Brücke", "am", "Abend"]
+ROTATIONS = [" ".join(WORDS[i:] + WORDS[:i]) for i in range(len(WORDS))]  # 11 distinct-enough sentences
+
+
+def test_a_row_is_rebuilt_from_the_hypothesis_files_alone(tmp_path):
+    refs = ROTATIONS * 4
+    write_refs(tmp_path / "data", refs)
     hyps = tmp_path / "hyps" / "multi30k"
     for seed, cut in ((1, 3), (2, 4), (3, 5)):  # baselines drop a few words at the end, differently per seed
         write_hyps(hyps, "baseline", seed, [" ".join(r.split()[:-cut]) for r in refs])
@@ -89,12 +98,8 @@ def test_the_results_table_is_replaced_in_place_and_a_missing_one_is_an_error(tm
 
 
 def test_the_order_table_scores_each_third_of_the_test_pairs_by_alignment_tau(tmp_path):
-    words = ["ein", "Mann", "fährt", "mit", "dem", "Fahrrad", "über", "eine", "Brücke", "am", "Abend"]
-    refs = [" ".join(words[i:] + words[:i]) for i in range(len(words))] * 3  # 33 pairs
-    corpus = tmp_path / "data" / "multi30k"
-    corpus.mkdir(parents=True)
-    with gzip.open(corpus / "test2016.de.gz", "wt", encoding="utf-8") as handle:
-        handle.write("".join(f"{ref}\n" for ref in refs))
+    refs = ROTATIONS * 3  # 33 pairs
+    write_refs(tmp_path / "data", refs)
     hyps = tmp_path / "hyps" / "multi30k"
     reversed_links, monotone_links = "0-3 1-2 2-1 3-0", "0-0 1-1 2-2 3-3"
     hard = [i % 3 == 0 for i in range(len(refs))]  # every third pair fully reversed (τ -1), the rest monotone
@@ -155,3 +160,57 @@ def test_dev_loss_curves_are_averaged_over_seeds_and_the_figures_drawn(tmp_path)
     paths = replicate.write_figures([ready], tmp_path / "hyps", figures)
     assert [path.name for path in paths] == ["verdicts_gains.png", "verdicts_dev_loss.png"]
     assert all(path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for path in paths)
+
+
+def test_pending_runs_come_baseline_first_then_seed_by_seed_with_a_third_seed_where_signs_differ(tmp_path):
+    refs = ROTATIONS * 4
+    write_refs(tmp_path / "data", refs)
+    hyps = tmp_path / "hyps" / "multi30k"
+    write_hyps(hyps, "baseline", 1, [" ".join(r.split()[:-3]) for r in refs])
+    claims = [{"paper": "p", "claim": "c", "corpus": "multi30k", "baseline": "baseline", "system": "exgre"},
+              {"paper": "p", "claim": "c", "corpus": "multi30k", "baseline": "onebest_spm8k",
+               "system": "lattice_lpe_lsa"}]
+
+    def pending() -> list[str]:
+        return [str(run) for run in replicate.pending_runs(claims, tmp_path / "hyps", tmp_path / "data")]
+
+    assert pending() == ["m30k_verdict baseline.seed2", "m30k_verdict baseline.seed3", "m30k_verdict exgre.seed1",
+                         "m30k_verdict onebest_spm8k.seed1", "m30k_verdict lattice_lpe_lsa.seed1",
+                         "m30k_verdict exgre.seed2", "m30k_verdict onebest_spm8k.seed2",
+                         "m30k_verdict lattice_lpe_lsa.seed2"]
+    write_hyps(hyps, "baseline", 2, [" ".join(r.split()[:-3]) for r in refs])
+    write_hyps(hyps, "exgre", 1, refs)                                      # better than the baseline on seed 1
+    write_hyps(hyps, "exgre", 2, [" ".join(r.split()[:-5]) for r in refs])  # worse on seed 2: a third seed
+    assert pending()[:2] == ["m30k_verdict baseline.seed3", "m30k_verdict onebest_spm8k.seed1"]
+    assert "m30k_verdict exgre.seed3" in pending()
+    write_hyps(hyps, "exgre", 2, refs)  # better on both seeds: two are enough
+    assert "m30k_verdict exgre.seed3" not in pending()
+    oracle = [{**claims[0], "system": "oracle_baseline", "seeds": 1}]
+    assert [str(run) for run in replicate.pending_runs(oracle, tmp_path / "hyps", tmp_path / "data")] == [
+        "m30k_verdict baseline.seed3", "m30k_verdict --oracle baseline.seed1"]
+
+
+def test_the_queue_runs_what_is_pending_and_leaves_a_run_another_worker_holds(tmp_path, monkeypatch):
+    refs = ROTATIONS * 2
+    write_refs(tmp_path / "data", refs)
+    monkeypatch.setattr(replicate, "ROOT", tmp_path)
+    monkeypatch.setattr(replicate, "HYPS", tmp_path / "hyps")
+    ran = []
+
+    def run_systems(args):  # a run that translates perfectly
+        ran.append((args.suite, args.systems, args.threads))
+        write_hyps(tmp_path / "hyps" / "multi30k", *replicate.split_seed(args.systems[0]), refs)
+
+    monkeypatch.setattr(replicate, "run_systems", run_systems)
+    claims = [{"paper": "p", "claim": "c", "corpus": "multi30k", "baseline": "baseline", "system": "exgre"}]
+    args = argparse.Namespace(suites=None, data_root=tmp_path / "data", threads=1)
+    with replicate.folder_lock(tmp_path / "work" / "m30k_verdict" / "runs" / "exgre.seed2") as held:
+        assert held
+        replicate.work_queue(args, claims)  # another worker runs exgre.seed2
+    assert [systems for _, systems, _ in ran] == [["baseline.seed1"], ["baseline.seed2"], ["baseline.seed3"],
+                                                  ["exgre.seed1"]]
+    assert [str(run) for run in replicate.selected_runs(args, claims)] == ["m30k_verdict exgre.seed2"]
+    assert replicate.selected_runs(argparse.Namespace(suites=["enja_verdict"], data_root=tmp_path / "data"),
+                                   claims) == []  # only another suite's runs asked for
+    replicate.work_queue(args, claims)
+    assert ran[-1] == ("m30k_verdict", ["exgre.seed2"], 1) and replicate.selected_runs(args, claims) == []
