@@ -129,7 +129,8 @@ def order_report(
     systems: Sequence[tuple[str, list[str]]], refs: list[str], taus: Sequence[float], out: Path,
     tokenized: bool = False, edges: Sequence[float] | None = None,
 ) -> str:
-    """``out/order.{md,tsv,png}``: every system's BLEU, chrF and RIBES (x100) per bucket of reordering
+    """``out/order.{md,tsv,png}``: every system's BLEU, chrF, RIBES (x100) and length ratio (output tokens over
+    reference tokens, so that a bucket's loss can be told from a length effect) per bucket of reordering
     difficulty (:func:`ordo.evaluation.order.difficulty_buckets` of the test pairs' alignment τ, hardest
     first), with each system's BLEU difference to the first and its two-sided paired bootstrap p within the
     bucket (sacreBLEU's); ``out/difficulty.png``, the histogram of τ over the test set."""
@@ -149,13 +150,16 @@ def order_report(
             score = bleu(hyp, ref)
             curves.setdefault(name, []).append(score)
             same = name == systems[0][0]
+            hyp_tokens, ref_tokens = [ribes_hyps[i] for i in pick], [ribes_refs[i] for i in pick]
+            length_ratio = sum(len(t.split()) for t in hyp_tokens) / max(1, sum(len(t.split()) for t in ref_tokens))
             rows.append([name, bucket.label, len(pick), score, float(corpus_scores(hyp, ref)["chrf"]),
-                         100 * corpus_ribes([ribes_hyps[i] for i in pick], [ribes_refs[i] for i in pick]),
+                         100 * corpus_ribes(hyp_tokens, ref_tokens), length_ratio,
                          None if same else score - bleu(base, ref),
                          None if same else f"{bleu_bootstrap_p(base, hyp, ref):.3g}"])
     line_plot([b.label for b in buckets], curves, "reordering difficulty (alignment τ; left: hardest)", "BLEU",
               out / "order.png", "BLEU by reordering difficulty")
-    headers = ["system", "bucket", "sentences", "BLEU", "chrF", "RIBES", "BLEU vs first", "bootstrap p"]
+    headers = ["system", "bucket", "sentences", "BLEU", "chrF", "RIBES", "length ratio", "BLEU vs first",
+               "bootstrap p"]
     return write_tables(out / "order", headers, rows)
 
 

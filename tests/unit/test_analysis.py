@@ -92,11 +92,14 @@ def test_order_report_buckets_add_up_and_the_reference_scores_100_in_every_bucke
 
     refs = [f"the cat number {i} sat on the mat ." for i in range(12)]
     worse = [" ".join(reversed(r.split())) for r in refs]  # every sentence reversed
+    short = [r if i < 4 else " ".join(r.split()[:-3]) for i, r in enumerate(refs)]  # 6 of 9 tokens but in the hardest
     taus = [-1.0, -0.5, 0.0, 0.2, 0.4, 0.5, 0.6, 0.8, 0.9, 1.0, 1.0, 1.0]
-    order_report([("ref", refs), ("reversed", worse)], refs, taus, tmp_path, tokenized=True)
+    order_report([("ref", refs), ("reversed", worse), ("short", short)], refs, taus, tmp_path, tokenized=True)
     rows = [line.split("\t") for line in (tmp_path / "order.tsv").read_text().splitlines()[1:]]
-    ref_rows, worse_rows = [r for r in rows if r[0] == "ref"], [r for r in rows if r[0] == "reversed"]
+    ref_rows, worse_rows, short_rows = ([r for r in rows if r[0] == name] for name in ("ref", "reversed", "short"))
     assert sum(int(r[2]) for r in ref_rows) == len(refs) and len(ref_rows) == 3
     assert all(float(r[3]) == pytest.approx(100.0) and float(r[5]) == pytest.approx(100.0) for r in ref_rows)
-    assert all(float(r[5]) == 0.0 and float(r[6]) < -50 and float(r[7]) < 0.05 for r in worse_rows)
+    assert all(float(r[5]) == 0.0 and float(r[7]) < -50 and float(r[8]) < 0.05 for r in worse_rows)
+    assert [float(r[6]) for r in worse_rows] == [1.0, 1.0, 1.0]  # reordered, not shortened
+    assert [round(float(r[6]), 4) for r in short_rows] == [1.0, 0.6667, 0.6667]
     assert (tmp_path / "order.png").stat().st_size > 0
