@@ -1,5 +1,5 @@
-"""recipes/replicate.py: the verdict rule, a verdicts row rebuilt from hypothesis files, claims that name real
-systems."""
+"""recipes/verdicts.py and replicate.py: the verdict rule, a verdicts row rebuilt from hypothesis files, claims that
+name real systems, the runs still needed and the queue that runs them."""
 
 import argparse
 import gzip
@@ -14,6 +14,7 @@ from ordo.data.textio import read_yaml
 RECIPES = Path(__file__).resolve().parent.parent / "recipes"
 sys.path.insert(0, str(RECIPES))
 import replicate
+import verdicts
 
 
 @pytest.mark.parametrize(("gains", "sd", "expected"), [
@@ -23,7 +24,7 @@ import replicate
     ([-1.0, -0.9], 0.2, "reversed"),
 ])
 def test_the_verdict_rule(gains, sd, expected):
-    assert replicate.verdict(gains, sd) == expected
+    assert verdicts.verdict(gains, sd) == expected
 
 
 def test_a_system_seed_is_recorded_under_its_full_name(tmp_path):
@@ -57,7 +58,7 @@ def test_a_row_is_rebuilt_from_the_hypothesis_files_alone(tmp_path):
     claim = {"paper": "p", "claim": "c", "corpus": "multi30k", "baseline": "baseline", "system": "exgre"}
 
     def row_of(claim: dict) -> list[str]:
-        return replicate.claim_row(replicate.compare(claim, tmp_path / "hyps", tmp_path / "data"), tmp_path / "hyps")
+        return verdicts.claim_row(verdicts.compare(claim, tmp_path / "hyps", tmp_path / "data"), tmp_path / "hyps")
 
     pending = row_of(claim)
     assert pending[-1] == "pending (3 baseline, 0 system seeds)"
@@ -78,11 +79,8 @@ def test_a_row_is_rebuilt_from_the_hypothesis_files_alone(tmp_path):
 
 
 def test_every_claim_names_systems_of_its_corpus_verdict_suite():
-    claims = yaml.safe_load((RECIPES / "verdicts.yaml").read_text(encoding="utf-8"))
-    for claim in claims:
-        spec = replicate.suite_of(claim["corpus"])
-        suite = next(p.parent for p in RECIPES.glob("*_verdict/suite.yaml") if read_yaml(p) == spec)
-        systems = read_yaml(suite / "systems.yaml")
+    for claim in verdicts.read_claims():
+        systems = read_yaml(verdicts.suite_folder(claim["corpus"]) / "systems.yaml")
         for name in (claim["baseline"], claim["system"]):
             assert name.removeprefix("oracle_") in systems, (claim, name)
 
@@ -91,10 +89,10 @@ def test_every_claim_names_systems_of_its_corpus_verdict_suite():
 def test_the_results_table_is_replaced_in_place_and_a_missing_one_is_an_error(tmp_path):
     table = "| claim | verdict |\n|---|---|\n| ExGRE | confirmed |\n"
     document = "# Verdicts\n\n| claim | verdict |\n|---|---|\n| ExGRE | pending |\n| ReFSR | pending |\n\nRuns so far.\n"
-    assert replicate.replace_table(document, table, tmp_path / "R.md") == (
+    assert verdicts.replace_table(document, table, tmp_path / "R.md") == (
         "# Verdicts\n\n| claim | verdict |\n|---|---|\n| ExGRE | confirmed |\n\nRuns so far.\n")
-    with pytest.raises(replicate.ConfigError, match="R.md: no table with the header '| claim | verdict |'"):
-        replicate.replace_table("# Verdicts\n", table, tmp_path / "R.md")
+    with pytest.raises(verdicts.ConfigError, match="R.md: no table with the header '| claim | verdict |'"):
+        verdicts.replace_table("# Verdicts\n", table, tmp_path / "R.md")
 
 
 def test_the_order_table_scores_each_third_of_the_test_pairs_by_alignment_tau(tmp_path):
@@ -110,7 +108,7 @@ def test_the_order_table_scores_each_third_of_the_test_pairs_by_alignment_tau(tm
         write_hyps(hyps, "baseline", seed, [" ".join(r.split()[:-3]) if h else r for r, h in zip(refs, hard)])
     write_hyps(hyps, "exgre", 1, refs)
     claims = [{"paper": "p", "claim": "c", "corpus": "multi30k", "baseline": "baseline", "system": "exgre"}]
-    rows = replicate.order_rows("multi30k", claims, tmp_path / "hyps", tmp_path / "data")
+    rows = verdicts.order_rows("multi30k", claims, tmp_path / "hyps", tmp_path / "data")
     assert [row[1] for row in rows] == ["test pairs", "baseline", "exgre vs baseline"]
     assert rows[0][3] == "τ -1.00..-1.00 (11 pairs)" and rows[0][4] == "-"  # two buckets: no middle third
     assert rows[0][5] == "τ 1.00..1.00 (22 pairs)"
@@ -123,11 +121,11 @@ def test_the_order_table_scores_each_third_of_the_test_pairs_by_alignment_tau(tm
     for seed in (1, 2):  # its comparison system has no seeds yet: no brackets, not a seed sd
         write_hyps(hyps, "rnn_h_distortion", seed, refs)
     rnn_claim = {**claims[0], "baseline": "rnnsearch", "system": "rnn_h_distortion"}
-    rnn_row = replicate.order_rows("multi30k", [*claims, rnn_claim], tmp_path / "hyps", tmp_path / "data")[-1]
+    rnn_row = verdicts.order_rows("multi30k", [*claims, rnn_claim], tmp_path / "hyps", tmp_path / "data")[-1]
     assert rnn_row[1] == "rnn_h_distortion vs rnnsearch" and rnn_row[3] == "100.00" and rnn_row[8] == "-"
     (hyps / "test.align").write_text("0-0\n", encoding="utf-8")
-    with pytest.raises(replicate.InputError, match="test.align: 1 lines of links for 33 test pairs"):
-        replicate.order_rows("multi30k", claims, tmp_path / "hyps", tmp_path / "data")
+    with pytest.raises(verdicts.InputError, match="test.align: 1 lines of links for 33 test pairs"):
+        verdicts.order_rows("multi30k", claims, tmp_path / "hyps", tmp_path / "data")
 
 
 def test_the_test_links_are_kept_once_beside_the_hypotheses(tmp_path):
@@ -148,16 +146,16 @@ def test_dev_loss_curves_are_averaged_over_seeds_and_the_figures_drawn(tmp_path)
     for system, seed, curve in (("baseline", 1, {100: 3.0, 200: 2.0}), ("baseline", 2, {100: 2.0, 200: 1.0, 300: 0.5}),
                                 ("exgre", 1, {100: 2.5, 200: 1.5})):
         (hyps / f"{system}.seed{seed}.yaml").write_text(yaml.safe_dump({"dev_loss": curve}), encoding="utf-8")
-    assert replicate.mean_dev_loss(hyps, "baseline") == {100: 2.5, 200: 1.5}  # update 300: one seed only
-    assert replicate.mean_dev_loss(hyps, "refsr") == {}
+    assert verdicts.mean_dev_loss(hyps, "baseline") == {100: 2.5, 200: 1.5}  # update 300: one seed only
+    assert verdicts.mean_dev_loss(hyps, "refsr") == {}
     claim = {"paper": "p", "claim": "c", "corpus": "multi30k", "baseline": "baseline", "system": "exgre"}
-    pending = replicate.Comparison(claim, ["a"], False, {1: ["a"], 2: ["a"]}, {1: ["a"]}, {1: 30.0, 2: 31.0},
+    pending = verdicts.Comparison(claim, ["a"], False, {1: ["a"], 2: ["a"]}, {1: ["a"]}, {1: 30.0, 2: 31.0},
                                    {1: 32.0})
     figures = tmp_path / "figures"
-    assert replicate.write_figures([pending], tmp_path / "hyps", figures) == [figures / "verdicts_dev_loss.png"]
-    ready = replicate.Comparison({**claim, "seeds": 1}, **{k: v for k, v in vars(pending).items() if k != "claim"})
+    assert verdicts.write_figures([pending], tmp_path / "hyps", figures) == [figures / "verdicts_dev_loss.png"]
+    ready = verdicts.Comparison({**claim, "seeds": 1}, **{k: v for k, v in vars(pending).items() if k != "claim"})
     assert ready.gains == [2.0] and ready.baseline_sd == pytest.approx(0.7071, abs=1e-4)
-    paths = replicate.write_figures([ready], tmp_path / "hyps", figures)
+    paths = verdicts.write_figures([ready], tmp_path / "hyps", figures)
     assert [path.name for path in paths] == ["verdicts_gains.png", "verdicts_dev_loss.png"]
     assert all(path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for path in paths)
 
@@ -199,7 +197,7 @@ def test_the_queue_runs_what_is_pending_and_leaves_a_run_another_worker_holds(tm
 
     def run_systems(args):  # a run that translates perfectly
         ran.append((args.suite, args.systems, args.threads))
-        write_hyps(tmp_path / "hyps" / "multi30k", *replicate.split_seed(args.systems[0]), refs)
+        write_hyps(tmp_path / "hyps" / "multi30k", *verdicts.split_seed(args.systems[0]), refs)
 
     monkeypatch.setattr(replicate, "run_systems", run_systems)
     claims = [{"paper": "p", "claim": "c", "corpus": "multi30k", "baseline": "baseline", "system": "exgre"}]

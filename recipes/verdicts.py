@@ -1,0 +1,353 @@
+"""The verdicts (issue 25) rebuilt from the committed files alone: recipes/verdicts.yaml lists the claims, each a
+method system against its comparison system on one corpus, and bench/hyps/CORPUS/SYSTEM.seedN.{txt,yaml}
+(written by ``recipes/replicate.py run``) hold every finished run's test hypotheses and settings.
+
+:func:`write_tables` scores them: BLEU of every seed, the paired difference per seed, the baseline's seed
+standard deviation, sacreBLEU's two-sided paired bootstrap p over the pooled seeds, and the verdict by the rule
+stated in bench/RESULTS.md (:func:`verdict`), written to bench/results/verdicts.md and in place in
+bench/RESULTS.md. Where a corpus has ``bench/hyps/CORPUS/test.align`` (the prepared test split's eflomal links),
+a second table scores every system by reordering difficulty: BLEU and RIBES per third of the test pairs by
+alignment τ (:func:`ordo.evaluation.order.difficulty_buckets`), averaged over seeds, with the mean difference
+per common seed to the system it is compared with (bench/results/verdicts_order.md). Two figures go to
+bench/results/figures/: the gains over seeds against the rule's band (verdicts_gains.png) and each
+comparison's dev loss curves (verdicts_dev_loss.png).
+"""
+
+from __future__ import annotations
+
+import re
+import statistics
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+from compare import RECIPES
+
+from ordo.analysis.plots import curve_panels, gain_plot
+from ordo.analysis.systems import bleu_metric
+from ordo.analysis.tables import markdown_table
+from ordo.data.alignment.links import read_links
+from ordo.data.textio import atomic_write, read_lines, read_yaml
+from ordo.errors import ConfigError, InputError
+from ordo.evaluation.order import (
+    DifficultyBucket,
+    alignment_tau,
+    corpus_ribes,
+    difficulty_buckets,
+    ribes_tokens,
+)
+from ordo.evaluation.significance import bleu_bootstrap_p
+
+
+def read_claims() -> list[dict]:
+    """The claims of recipes/verdicts.yaml, in order."""
+    return yaml.safe_load((RECIPES / "verdicts.yaml").read_text(encoding="utf-8"))
+
+
+def split_seed(name: str) -> tuple[str, int]:
+    """``SYSTEM.seedN`` as (SYSTEM, N)."""
+    match = re.fullmatch(r"(.+)\.seed(\d+)", name)
+    if not match:
+        sys.exit(f"{name}: expected SYSTEM.seedN, e.g. baseline.seed1")
+    return match.group(1), int(match.group(2))
+
+
+def verdict(gains: list[float], baseline_sd: float) -> str:
+    """The verdict rule of bench/RESULTS.md: "confirmed" when the mean gain over seeds exceeds twice the
+    baseline's seed standard deviation and every seed's gain has the same sign; "reversed" for the mirror
+    case; otherwise "not confirmed at this scale"."""
+    mean = statistics.fmean(gains)
+    if abs(mean) > 2 * baseline_sd and (all(g > 0 for g in gains) or all(g < 0 for g in gains)):
+        return "confirmed" if mean > 0 else "reversed"
+    return "not confirmed at this scale"
+
+
+def seeds_of(folder: Path, system: str) -> dict[int, list[str]]:
+    """The committed test hypotheses of ``system`` by seed: ``folder/SYSTEM.seedN.txt``."""
+    found = {}
+    for path in folder.glob(f"{system}.seed*.txt"):
+        _, seed = split_seed(path.name.removesuffix(".txt"))
+        found[seed] = read_lines(path)
+    return found
+
+
+def mean_minutes(folder: Path, system: str) -> float | None:
+    """Mean training minutes over the recorded seeds of ``system`` (their SYSTEM.seedN.yaml), None if none."""
+    minutes = [float(read_yaml(path)["train_minutes"]) for path in folder.glob(f"{system}.seed*.yaml")]
+    return statistics.fmean(minutes) if minutes else None
+
+
+def mean_ribes(runs: dict[int, list[str]], refs: list[str], tokenized: bool) -> float | None:
+    """RIBES x100 (:mod:`ordo.evaluation.order`) averaged over the seeds in ``runs``, None if there are none."""
+    if not runs:
+        return None
+    ref_tokens = ribes_tokens(refs, tokenized)
+    return 100 * statistics.fmean(corpus_ribes(ribes_tokens(hyps, tokenized), ref_tokens) for hyps in runs.values())
+
+
+def suite_folder(corpus: str) -> Path:
+    """The verdict suite (``recipes/*_verdict``) of ``corpus``."""
+    for path in sorted(RECIPES.glob("*_verdict/suite.yaml")):
+        if read_yaml(path)["corpus"] == corpus:
+            return path.parent
+    sys.exit(f"no recipes/*_verdict/suite.yaml for corpus {corpus}")
+
+
+def suite_of(corpus: str) -> dict:
+    """The suite.yaml of the verdict suite of ``corpus``."""
+    return read_yaml(suite_folder(corpus) / "suite.yaml")
+
+
+def references(corpus: str, spec: dict, data_root: Path) -> list[str]:
+    """The references of ``corpus``'s test split (``spec`` its suite.yaml) in ``data_root/CORPUS``."""
+    return read_lines(data_root / corpus / f"{spec['splits']['test']}.{spec['tgt']}.gz")
+
+
+@dataclass
+class Comparison:
+    """A claim's two systems on its corpus: their test hypotheses and BLEU by seed, and the references."""
+
+    claim: dict
+    refs: list[str]
+    tokenized: bool
+    base: dict[int, list[str]]
+    system: dict[int, list[str]]
+    base_bleu: dict[int, float]
+    system_bleu: dict[int, float]
+
+    @property
+    def label(self) -> str:
+        """``SYSTEM vs BASELINE (CORPUS)``."""
+        return f"{self.claim['system']} vs {self.claim['baseline']} ({self.claim['corpus']})"
+
+    @property
+    def common(self) -> list[int]:
+        """The seeds both systems have."""
+        return sorted(set(self.base) & set(self.system))
+
+    @property
+    def ready(self) -> bool:
+        """Whether a verdict can be given: two baseline seeds and the claim's ``seeds`` (default 2) in common."""
+        return len(self.base) >= 2 and len(self.common) >= int(self.claim.get("seeds", 2))
+
+    @property
+    def gains(self) -> list[float]:
+        """The system's BLEU minus the baseline's, per common seed."""
+        return [self.system_bleu[s] - self.base_bleu[s] for s in self.common]
+
+    @property
+    def baseline_sd(self) -> float:
+        """The standard deviation of the baseline's BLEU over its seeds (needs two)."""
+        return statistics.stdev(self.base_bleu.values())
+
+
+def compare(claim: dict, hyps_root: Path, data_root: Path) -> Comparison:
+    """The committed hypotheses of ``claim``'s baseline and system (``hyps_root/CORPUS``), scored by seed."""
+    spec = suite_of(claim["corpus"])
+    refs = references(claim["corpus"], spec, data_root)
+    bleu = bleu_metric(bool(spec.get("tokenized")))
+    base = seeds_of(hyps_root / claim["corpus"], claim["baseline"])
+    system = seeds_of(hyps_root / claim["corpus"], claim["system"])
+    return Comparison(claim, refs, bool(spec.get("tokenized")), base, system,
+                      {seed: bleu(hyps, refs) for seed, hyps in base.items()},
+                      {seed: bleu(hyps, refs) for seed, hyps in system.items()})
+
+
+def pooled_bootstrap_p(base: dict[int, list[str]], system: dict[int, list[str]], refs: list[str],
+                       indices: Sequence[int]) -> float:
+    """sacreBLEU's two-sided paired bootstrap p of ``system`` against ``base`` (hypotheses by seed) on the test
+    pairs ``indices``, the pairs of every seed the two have in common pooled into one test set."""
+    common = sorted(set(base) & set(system))
+    pooled = [[runs[s][i] for s in common for i in indices] for runs in (base, system)]
+    return bleu_bootstrap_p(*pooled, [refs[i] for _ in common for i in indices])
+
+
+def claim_row(comparison: Comparison, hyps_root: Path) -> list[str]:
+    """One row of the verdicts table; a claim is pending until the comparison is :attr:`Comparison.ready`."""
+    claim, base, system = comparison.claim, comparison.base, comparison.system
+    listed = ", ".join(f"{comparison.system_bleu[s]:.2f}" for s in sorted(system)) or "-"
+    minutes = [mean_minutes(hyps_root / claim["corpus"], claim[side]) for side in ("system", "baseline")]
+    ribes = [mean_ribes(runs, comparison.refs, comparison.tokenized) for runs in (system, base)]
+    cells = [claim["paper"], claim["claim"], claim["corpus"], f"{claim['system']} vs {claim['baseline']}", listed,
+             " / ".join("-" if m is None else f"{m:.0f}" for m in minutes),
+             " / ".join("-" if r is None else f"{r:.2f}" for r in ribes)]
+    if not comparison.ready:
+        return [*cells, "-", "-", "-", f"pending ({len(base)} baseline, {len(system)} system seeds)"]
+    gains = comparison.gains
+    p_value = pooled_bootstrap_p(base, system, comparison.refs, range(len(comparison.refs)))
+    gain_cell = f"{statistics.fmean(gains):+.2f} ({', '.join(f'{g:+.2f}' for g in gains)})"
+    return [*cells, gain_cell, f"{comparison.baseline_sd:.2f} ({len(base)} seeds)", f"{p_value:.3g}",
+            verdict(gains, comparison.baseline_sd)]
+
+
+def pair_taus(path: Path, pairs: int) -> list[float]:
+    """Kendall's τ of the sure links of each line of the Pharaoh file ``path``, which must have ``pairs`` lines.
+
+    Raises:
+        InputError: naming ``path``, when its line count is not ``pairs``.
+    """
+    taus = [alignment_tau(sorted(sentence.sure)) for sentence in read_links(path)]
+    if len(taus) != pairs:
+        raise InputError(f"{path}: {len(taus)} lines of links for {pairs} test pairs")
+    return taus
+
+
+def compared_systems(claims: list[dict], corpus: str) -> dict[str, str | None]:
+    """Each system of ``corpus``'s claims -> the system it is compared with (None for a comparison system),
+    comparison systems first where they come first in the claims."""
+    against: dict[str, str | None] = {}
+    for claim in claims:
+        if claim["corpus"] == corpus:
+            against.setdefault(claim["baseline"], None)
+            against.setdefault(claim["system"], claim["baseline"])
+    return against
+
+
+def bucket_scores(runs: dict[int, list[str]], refs: list[str], buckets: list[DifficultyBucket],
+                  tokenized: bool) -> dict[int, list[tuple[float, float]]]:
+    """(BLEU, RIBES x100) of every bucket of test pairs, by seed."""
+    bleu = bleu_metric(tokenized)
+    ribes_refs = ribes_tokens(refs, tokenized)
+    scores = {}
+    for seed, hyps in runs.items():
+        ribes_hyps = ribes_tokens(hyps, tokenized)
+        scores[seed] = [(bleu([hyps[i] for i in b.indices], [refs[i] for i in b.indices]),
+                         100 * corpus_ribes([ribes_hyps[i] for i in b.indices], [ribes_refs[i] for i in b.indices]))
+                        for b in buckets]
+    return scores
+
+
+def bucket_cell(scores: dict[int, list[tuple[float, float]]], against: dict[int, list[tuple[float, float]]] | None,
+                bucket: int, metric: int) -> str:
+    """The mean over seeds of one metric (0 BLEU, 1 RIBES) in one bucket, with the mean difference over the
+    seeds in common with ``against`` in brackets; ``against`` None marks a comparison system, whose seed
+    standard deviation goes in the brackets instead."""
+    values = [by_bucket[bucket][metric] for by_bucket in scores.values()]
+    mean = statistics.fmean(values)
+    common = sorted(set(scores) & set(against or {}))
+    if against is None:
+        return f"{mean:.2f} (sd {statistics.stdev(values):.2f})" if len(values) > 1 else f"{mean:.2f}"
+    if not common:
+        return f"{mean:.2f}"
+    gain = statistics.fmean(scores[s][bucket][metric] - against[s][bucket][metric] for s in common)
+    return f"{mean:.2f} ({gain:+.2f})"
+
+
+ORDER_HEADER = ["corpus", "system", "seeds", "BLEU: hardest τ third (Δ)", "BLEU: middle third (Δ)",
+                "BLEU: most monotone third (Δ)", "RIBES: hardest third (Δ)", "RIBES: most monotone third (Δ)",
+                "bootstrap p, hardest third"]
+
+
+def bucket_p(base: dict[int, list[str]], system: dict[int, list[str]], refs: list[str], indices: list[int]) -> str:
+    """:func:`pooled_bootstrap_p` on the test pairs ``indices``, formatted ("-" without a common seed)."""
+    if not set(base) & set(system):
+        return "-"
+    return f"{pooled_bootstrap_p(base, system, refs, indices):.3g}"
+
+
+def order_rows(corpus: str, claims: list[dict], hyps_root: Path, data_root: Path) -> list[list[str]]:
+    """The reordering-difficulty rows of ``corpus`` (none without ``hyps_root/CORPUS/test.align``): the τ range
+    and size of each third of the test pairs, then every system of its claims that has seeds, each bucket's
+    BLEU and RIBES averaged over seeds and, in brackets, the mean difference to its comparison system (the seed
+    standard deviation for a comparison system), and the bootstrap p of that difference in the hardest third."""
+    folder = hyps_root / corpus
+    if not (folder / "test.align").exists():
+        return []
+    spec = suite_of(corpus)
+    refs = references(corpus, spec, data_root)
+    buckets = difficulty_buckets(pair_taus(folder / "test.align", len(refs)))
+    columns = [0, 1, len(buckets) - 1] if len(buckets) == 3 else [0, None, len(buckets) - 1]
+    ranges = ["-" if b is None else f"{buckets[b].label} ({len(buckets[b].indices)} pairs)" for b in columns]
+    rows = [[corpus, "test pairs", "-", *ranges, ranges[0], ranges[2], "-"]]
+    scores, hyps = {}, {}
+    for system, against in compared_systems(claims, corpus).items():
+        hyps[system] = seeds_of(folder, system)
+        if not hyps[system]:
+            continue
+        scores[system] = bucket_scores(hyps[system], refs, buckets, bool(spec.get("tokenized")))
+        base = scores.get(against, {}) if against else None  # {}: its comparison system has no seeds yet
+        cells = [[("-" if b is None else bucket_cell(scores[system], base, b, metric)) for b in bucket_columns]
+                 for metric, bucket_columns in ((0, columns), (1, [columns[0], columns[2]]))]
+        p_value = bucket_p(hyps[against], hyps[system], refs, buckets[0].indices) if against else "-"
+        rows.append([corpus, system if against is None else f"{system} vs {against}", str(len(hyps[system])),
+                     *cells[0], *cells[1], p_value])
+    return rows
+
+
+DEV_CURVE_FROM = 500  # the first updates' fall (5.3 -> 2.5 dev loss) would flatten the gaps that matter
+
+
+def mean_dev_loss(folder: Path, system: str) -> dict[int, float]:
+    """The dev loss curve of ``system`` averaged over its recorded seeds (SYSTEM.seedN.yaml), at the updates
+    every seed has."""
+    curves = [read_yaml(path).get("dev_loss") or {} for path in folder.glob(f"{system}.seed*.yaml")]
+    if not curves:
+        return {}
+    updates = set.intersection(*(set(curve) for curve in curves))
+    return {int(update): statistics.fmean(curve[update] for curve in curves) for update in sorted(updates)}
+
+
+def write_figures(comparisons: list[Comparison], hyps_root: Path, figures: Path) -> list[Path]:
+    """``figures/verdicts_gains.png``: each ready comparison's gain per seed, their mean and the verdict rule's
+    band of twice the baseline's seed sd; ``figures/verdicts_dev_loss.png``: every comparison's two dev loss
+    curves, each averaged over its seeds, so that a gap which closes with training shows."""
+    paths = []
+    ready = [c for c in comparisons if c.ready]
+    if ready:
+        paths.append(gain_plot([(c.label, c.gains, 2 * c.baseline_sd) for c in ready],
+                               "BLEU gain (dots: seeds; bar: mean; grey: ±2 baseline sd)",
+                               figures / "verdicts_gains.png", "Verdicts: gains over seeds"))
+    panels = []
+    for c in comparisons:
+        curves = {c.claim[side]: mean_dev_loss(hyps_root / c.claim["corpus"], c.claim[side])
+                  for side in ("system", "baseline")}
+        if all(curves.values()):
+            panels.append((c.label, curves))
+    if panels:
+        paths.append(curve_panels(panels, "update", "dev loss", figures / "verdicts_dev_loss.png",
+                                  x_from=DEV_CURVE_FROM))
+    return paths
+
+
+def write_tables(claims: list[dict], hyps_root: Path, data_root: Path, out: Path, results: Path | None) -> None:
+    """The verdicts table of every claim and the table by reordering difficulty, printed, written to ``out``
+    and beside it (``_order``), and put in place in ``results`` (None: nowhere else); the figures of
+    :func:`write_figures` in ``figures/`` beside ``out``."""
+    header = ["paper", "claim (paper's setting)", "corpus", "comparison", "BLEU by seed", "train min (system / base)",
+              "RIBES (system / base)",
+              "gain: mean (per seed)", "baseline seed sd", "bootstrap p (pooled seeds)", "verdict"]
+    comparisons = [compare(claim, hyps_root, data_root) for claim in claims]
+    tables = {out: markdown_table(header, [claim_row(comparison, hyps_root) for comparison in comparisons])}
+    corpora = dict.fromkeys(claim["corpus"] for claim in claims)
+    order = [row for corpus in corpora for row in order_rows(corpus, claims, hyps_root, data_root)]
+    if order:
+        tables[out.with_name(f"{out.stem}_order.md")] = markdown_table(ORDER_HEADER, order)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    write_figures(comparisons, hyps_root, out.parent / "figures")
+    for path, table in tables.items():
+        with atomic_write(path) as handle:
+            handle.write(table)
+        if results is not None:
+            document = replace_table(results.read_text(encoding="utf-8"), table, results)
+            with atomic_write(results) as handle:
+                handle.write(document)
+        print(table)
+
+
+def replace_table(document: str, table: str, where: Path) -> str:
+    """``document`` with the markdown table that starts with ``table``'s header line replaced by ``table``.
+
+    Raises:
+        ConfigError: no line of ``document`` is that header (named by ``where``).
+    """
+    lines = document.splitlines(keepends=True)
+    header = table.splitlines(keepends=True)[0]
+    if header not in lines:
+        raise ConfigError(f"{where}: no table with the header {header.strip()!r} to replace")
+    start = lines.index(header)
+    end = start
+    while end < len(lines) and lines[end].startswith("|"):
+        end += 1
+    return "".join([*lines[:start], table, *lines[end:]])
