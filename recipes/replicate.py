@@ -70,8 +70,9 @@ def parse_args() -> argparse.Namespace:
                         help="folder of CORPUS/SYSTEM.seedN.txt (default: %(default)s)")
     tables.add_argument("--data-root", type=Path, default=ROOT.parent / "shared" / "data", help="corpus folders")
     tables.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "verdicts.md")
-    tables.add_argument("--results", type=Path, default=ROOT / "bench" / "RESULTS.md",
-                        help="document whose verdicts table is replaced too (default: %(default)s; '' for none)")
+    tables.add_argument("--results", type=lambda value: Path(value) if value else None,
+                        default=ROOT / "bench" / "RESULTS.md",
+                        help="document whose tables are replaced too (default: %(default)s; '' for none)")
     return parser.parse_args()
 
 
@@ -271,7 +272,7 @@ def main() -> None:
     elif args.verb == "queue":
         work_queue(args, claims)
     else:
-        write_tables(claims, args.hyps, args.data_root, args.out, args.results if str(args.results) else None)
+        write_tables(claims, args.hyps, args.data_root, args.out, args.results)
 
 
 if __name__ == "__main__":

@@ -8,7 +8,8 @@ stated in bench/RESULTS.md (:func:`verdict`), written to bench/results/verdicts.
 bench/RESULTS.md. Where a corpus has ``bench/hyps/CORPUS/test.align`` (the prepared test split's eflomal links),
 a second table scores every system by reordering difficulty: BLEU and RIBES per third of the test pairs by
 alignment τ (:func:`ordo.evaluation.order.difficulty_buckets`), averaged over seeds, with the mean difference
-per common seed to the system it is compared with (bench/results/verdicts_order.md). Two figures go to
+per common seed to the system it is compared with (bench/results/verdicts_order.md); a table of every finished
+run lists its BLEU, RIBES and settings (bench/results/verdicts_runs.md). Two figures go to
 bench/results/figures/: the gains over seeds against the rule's band (verdicts_gains.png) and each
 comparison's dev loss curves (verdicts_dev_loss.png).
 """
@@ -205,6 +206,43 @@ def compared_systems(claims: list[dict], corpus: str) -> dict[str, str | None]:
     return against
 
 
+RUNS_HEADER = ["corpus", "system", "seed", "BLEU", "Δ BLEU, same seed of its comparison system", "RIBES",
+               "dev loss at the end", "train min", "threads", "commit"]
+
+
+def settings_cells(path: Path) -> list[str]:
+    """The last dev loss, training minutes, threads and commit (7 digits, ``+`` for uncommitted changes) of a
+    run's settings file, "-" for what it lacks (no file: all four)."""
+    settings = read_yaml(path) if path.exists() else {}
+    curve = settings.get("dev_loss") or {}
+    commit = str(settings.get("commit", "-"))
+    return [f"{curve[max(curve)]:.3f}" if curve else "-",
+            f"{settings['train_minutes']:.1f}" if "train_minutes" in settings else "-",
+            str(settings.get("threads", "-")), commit[:7] + ("+" if commit.endswith("+changes") else "")]
+
+
+def run_rows(corpus: str, claims: list[dict], hyps_root: Path, data_root: Path) -> list[list[str]]:
+    """One row per finished run of ``corpus``'s systems, comparison systems first: its BLEU, the difference to
+    the same seed of the system it is compared with ("-" for a comparison system or a seed it lacks), RIBES
+    x100, and from its settings file the dev loss at the end, training minutes, threads and commit."""
+    spec = suite_of(corpus)
+    refs, tokenized = references(corpus, spec, data_root), bool(spec.get("tokenized"))
+    bleu = bleu_metric(tokenized)
+    folder = hyps_root / corpus
+    scores: dict[str, dict[int, float]] = {}
+    rows = []
+    for system, against in compared_systems(claims, corpus).items():
+        runs = seeds_of(folder, system)
+        scores[system] = {seed: bleu(hyps, refs) for seed, hyps in runs.items()}
+        for seed in sorted(runs):
+            base = scores.get(against or "", {}).get(seed)
+            rows.append([corpus, system, str(seed), f"{scores[system][seed]:.2f}",
+                         "-" if base is None else f"{scores[system][seed] - base:+.2f}",
+                         f"{mean_ribes({seed: runs[seed]}, refs, tokenized):.2f}",
+                         *settings_cells(folder / f"{system}.seed{seed}.yaml")])
+    return rows
+
+
 def bucket_scores(runs: dict[int, list[str]], refs: list[str], buckets: list[DifficultyBucket],
                   tokenized: bool) -> dict[int, list[tuple[float, float]]]:
     """(BLEU, RIBES x100) of every bucket of test pairs, by seed."""
@@ -312,15 +350,17 @@ def write_figures(comparisons: list[Comparison], hyps_root: Path, figures: Path)
 
 
 def write_tables(claims: list[dict], hyps_root: Path, data_root: Path, out: Path, results: Path | None) -> None:
-    """The verdicts table of every claim and the table by reordering difficulty, printed, written to ``out``
-    and beside it (``_order``), and put in place in ``results`` (None: nowhere else); the figures of
-    :func:`write_figures` in ``figures/`` beside ``out``."""
+    """The verdicts table of every claim, the table of every finished run and the table by reordering
+    difficulty, printed, written to ``out`` and beside it (``_runs``, ``_order``), and put in place in
+    ``results`` (None: nowhere else); the figures of :func:`write_figures` in ``figures/`` beside ``out``."""
     header = ["paper", "claim (paper's setting)", "corpus", "comparison", "BLEU by seed", "train min (system / base)",
               "RIBES (system / base)",
               "gain: mean (per seed)", "baseline seed sd", "bootstrap p (pooled seeds)", "verdict"]
     comparisons = [compare(claim, hyps_root, data_root) for claim in claims]
     tables = {out: markdown_table(header, [claim_row(comparison, hyps_root) for comparison in comparisons])}
     corpora = dict.fromkeys(claim["corpus"] for claim in claims)
+    runs = [row for corpus in corpora for row in run_rows(corpus, claims, hyps_root, data_root)]
+    tables[out.with_name(f"{out.stem}_runs.md")] = markdown_table(RUNS_HEADER, runs)
     order = [row for corpus in corpora for row in order_rows(corpus, claims, hyps_root, data_root)]
     if order:
         tables[out.with_name(f"{out.stem}_order.md")] = markdown_table(ORDER_HEADER, order)

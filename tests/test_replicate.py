@@ -78,6 +78,23 @@ def test_a_row_is_rebuilt_from_the_hypothesis_files_alone(tmp_path):
     assert len(gains) == 2 and gains[0] < gains[1]  # seed 2's baseline dropped more words
 
 
+def test_the_runs_table_lists_every_seed_against_the_same_seed_of_its_comparison_system(tmp_path):
+    refs = ROTATIONS * 2
+    write_refs(tmp_path / "data", refs)
+    hyps = tmp_path / "hyps" / "multi30k"
+    write_hyps(hyps, "baseline", 1, [" ".join(r.split()[:-3]) for r in refs])
+    write_hyps(hyps, "exgre", 1, refs)
+    write_hyps(hyps, "exgre", 2, refs)  # no baseline seed 2: no difference
+    (hyps / "exgre.seed1.yaml").write_text(yaml.safe_dump({"dev_loss": {100: 2.5, 2500: 1.2345}, "train_minutes": 41.26,
+                                                           "threads": 1, "commit": "0123456789abcdef+changes"}))
+    claims = [{"paper": "p", "claim": "c", "corpus": "multi30k", "baseline": "baseline", "system": "exgre"}]
+    rows = verdicts.run_rows("multi30k", claims, tmp_path / "hyps", tmp_path / "data")
+    assert [row[1:3] for row in rows] == [["baseline", "1"], ["exgre", "1"], ["exgre", "2"]]
+    assert rows[1][3] == "100.00" and float(rows[1][4]) > 10 and rows[1][5] == "100.00"
+    assert rows[1][6:] == ["1.234", "41.3", "1", "0123456+"]  # the last dev loss, not the first
+    assert rows[0][4] == "-" and rows[2][4] == "-" and rows[2][6:] == ["-", "-", "-", "-"]
+
+
 def test_every_claim_names_systems_of_its_corpus_verdict_suite():
     for claim in verdicts.read_claims():
         systems = read_yaml(verdicts.suite_folder(claim["corpus"]) / "systems.yaml")
@@ -212,3 +229,10 @@ def test_the_queue_runs_what_is_pending_and_leaves_a_run_another_worker_holds(tm
                                    claims) == []  # only another suite's runs asked for
     replicate.work_queue(args, claims)
     assert ran[-1] == ("m30k_verdict", ["exgre.seed2"], 1) and replicate.selected_runs(args, claims) == []
+
+
+def test_tables_can_leave_the_results_document_alone(monkeypatch):
+    monkeypatch.setattr(sys, "argv", ["replicate.py", "tables", "--results", ""])
+    assert replicate.parse_args().results is None  # was Path("."), which the tables then tried to open
+    monkeypatch.setattr(sys, "argv", ["replicate.py", "tables"])
+    assert replicate.parse_args().results.name == "RESULTS.md"
