@@ -158,6 +158,16 @@ def _add_analyze(sub: argparse._SubParsersAction) -> None:
     attention.add_argument("--line", type=int, default=1, help="1-based line of --src/--ref to show")
     attention.add_argument("--checkpoint", default="best")
     attention.add_argument("--device", default="auto")
+    seeds = kinds.add_parser("seeds", help="does a method help? a system against its baseline over seeds, by the "
+                                           "rule of ordo's verdicts (mean gain beyond twice the baseline's seed sd)")
+    seeds.add_argument("--ref", "--test-ref", dest="ref", required=True, help="test reference")
+    seeds.add_argument("--baseline", action="append", required=True, metavar="FILE",
+                       help="the baseline's test output of one seed (repeat: at least two seeds)")
+    seeds.add_argument("--system", action="append", required=True, metavar="FILE",
+                       help="the system's output of one seed (repeat), paired with the baseline files in order")
+    seeds.add_argument("--out", required=True, help="folder for the tables (seeds, verdict: .md, .tsv)")
+    seeds.add_argument("--tokenized-bleu", action="store_true",
+                       help="score with multi-bleu.perl's BLEU (pre-tokenized data); default sacreBLEU")
     sim = kinds.add_parser("sim", help="Sim (paper 000, Eq. 12) of ExGRE/ReFSR runs against aligned target order")
     sim.add_argument("--run", action="append", required=True, metavar="NAME=RUN_DIR")
     sim.add_argument("--data", required=True, help="data directory prepared with reorder_positions: true")
@@ -417,7 +427,8 @@ def _named(items: list[str], flag: str) -> list[tuple[str, Path]]:
 
 
 def run_analyze(args: argparse.Namespace) -> None:
-    """``ordo analyze systems|robustness|length``: tables (.md, .tsv) and plots under --out."""
+    """``ordo analyze systems|robustness|length|order|attention|seeds|sim``: tables (.md, .tsv) and plots under
+    --out."""
     from ordo.analysis import report
     from ordo.analysis.plots import pyplot
     from ordo.api import setup_logging
@@ -428,6 +439,12 @@ def run_analyze(args: argparse.Namespace) -> None:
         pyplot()  # without matplotlib these fail here, before any system translates
     if args.analysis == "sim":
         print(report.sim_report(_named(args.run, "--run"), Path(args.data), args.split, args.checkpoint, args.device))
+        return
+    if args.analysis == "seeds":
+        base_runs, system_runs = ([read_hyp_ref(path, args.ref)[0] for path in paths]
+                                  for paths in (args.baseline, args.system))
+        print(report.seeds_report(base_runs, system_runs, read_hyp_ref(args.baseline[0], args.ref)[1],
+                                  Path(args.out), args.tokenized_bleu))
         return
     sources, refs = read_hyp_ref(args.src, args.ref)
     out = Path(args.out)

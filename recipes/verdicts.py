@@ -39,7 +39,7 @@ from ordo.evaluation.order import (
     difficulty_buckets,
     ribes_tokens,
 )
-from ordo.evaluation.significance import bleu_bootstrap_p
+from ordo.evaluation.seeds import pooled_bootstrap_p, verdict
 
 
 def read_claims() -> list[dict]:
@@ -53,16 +53,6 @@ def split_seed(name: str) -> tuple[str, int]:
     if not match:
         sys.exit(f"{name}: expected SYSTEM.seedN, e.g. baseline.seed1")
     return match.group(1), int(match.group(2))
-
-
-def verdict(gains: list[float], baseline_sd: float) -> str:
-    """The verdict rule of bench/RESULTS.md: "confirmed" when the mean gain over seeds exceeds twice the
-    baseline's seed standard deviation and every seed's gain has the same sign; "reversed" for the mirror
-    case; otherwise "not confirmed at this scale"."""
-    mean = statistics.fmean(gains)
-    if abs(mean) > 2 * baseline_sd and (all(g > 0 for g in gains) or all(g < 0 for g in gains)):
-        return "confirmed" if mean > 0 else "reversed"
-    return "not confirmed at this scale"
 
 
 def seeds_of(folder: Path, system: str) -> dict[int, list[str]]:
@@ -156,13 +146,11 @@ def compare(claim: dict, hyps_root: Path, data_root: Path) -> Comparison:
                       {seed: bleu(hyps, refs) for seed, hyps in system.items()})
 
 
-def pooled_bootstrap_p(base: dict[int, list[str]], system: dict[int, list[str]], refs: list[str],
-                       indices: Sequence[int]) -> float:
-    """sacreBLEU's two-sided paired bootstrap p of ``system`` against ``base`` (hypotheses by seed) on the test
-    pairs ``indices``, the pairs of every seed the two have in common pooled into one test set."""
+def seed_p(base: dict[int, list[str]], system: dict[int, list[str]], refs: list[str],
+           indices: Sequence[int] | None = None) -> float:
+    """:func:`ordo.evaluation.seeds.pooled_bootstrap_p` over the seeds ``base`` and ``system`` have in common."""
     common = sorted(set(base) & set(system))
-    pooled = [[runs[s][i] for s in common for i in indices] for runs in (base, system)]
-    return bleu_bootstrap_p(*pooled, [refs[i] for _ in common for i in indices])
+    return pooled_bootstrap_p([base[s] for s in common], [system[s] for s in common], refs, indices)
 
 
 def claim_row(comparison: Comparison, hyps_root: Path) -> list[str]:
@@ -177,7 +165,7 @@ def claim_row(comparison: Comparison, hyps_root: Path) -> list[str]:
     if not comparison.ready:
         return [*cells, "-", "-", "-", f"pending ({len(base)} baseline, {len(system)} system seeds)"]
     gains = comparison.gains
-    p_value = pooled_bootstrap_p(base, system, comparison.refs, range(len(comparison.refs)))
+    p_value = seed_p(base, system, comparison.refs)
     gain_cell = f"{statistics.fmean(gains):+.2f} ({', '.join(f'{g:+.2f}' for g in gains)})"
     return [*cells, gain_cell, f"{comparison.baseline_sd:.2f} ({len(base)} seeds)", f"{p_value:.3g}",
             verdict(gains, comparison.baseline_sd)]
@@ -279,10 +267,10 @@ ORDER_HEADER = ["corpus", "system", "seeds", "BLEU: hardest τ third (Δ)", "BLE
 
 
 def bucket_p(base: dict[int, list[str]], system: dict[int, list[str]], refs: list[str], indices: list[int]) -> str:
-    """:func:`pooled_bootstrap_p` on the test pairs ``indices``, formatted ("-" without a common seed)."""
+    """:func:`seed_p` on the test pairs ``indices``, formatted ("-" without a common seed)."""
     if not set(base) & set(system):
         return "-"
-    return f"{pooled_bootstrap_p(base, system, refs, indices):.3g}"
+    return f"{seed_p(base, system, refs, indices):.3g}"
 
 
 def order_rows(corpus: str, claims: list[dict], hyps_root: Path, data_root: Path) -> list[list[str]]:

@@ -20,6 +20,7 @@ from ordo.evaluation.order import (
     fuzzy_reordering,
     ribes_tokens,
 )
+from ordo.evaluation.seeds import compare_seeds
 from ordo.evaluation.significance import bleu_bootstrap_p
 
 
@@ -66,6 +67,28 @@ def length_report(
     rows: list[list[Cell]] = [["sentences", *[len(g.indices) for g in groups_found]]]
     rows += [[name, *values] for name, values in scores.items()]
     return write_tables(out / "length", ["system", *labels], rows)
+
+
+def seeds_report(base_runs: Sequence[list[str]], system_runs: Sequence[list[str]], refs: list[str], out: Path,
+                 tokenized_bleu: bool = False) -> str:
+    """``out/seeds.{md,tsv}``: BLEU of every seed of the baseline and the system, paired by order, with each
+    pair's gain and the means; ``out/verdict.{md,tsv}``: the baseline's seed sd, the rule's band (twice it), the
+    mean gain, the pooled paired bootstrap p and the verdict (:mod:`ordo.evaluation.seeds`). Returns both
+    tables' markdown."""
+    result = compare_seeds(base_runs, system_runs, refs, bleu_metric(tokenized_bleu))
+    rows: list[list[Cell]] = []
+    for seed in range(len(result.base_bleu)):
+        system = result.system_bleu[seed] if seed < len(result.system_bleu) else None
+        rows.append([seed + 1, result.base_bleu[seed], system, None if system is None else result.gains[seed]])
+    rows.append(["mean", statistics.fmean(result.base_bleu), statistics.fmean(result.system_bleu),
+                 result.mean_gain])
+    seeds = write_tables(out / "seeds", ["seed", "baseline BLEU", "system BLEU", "gain"], rows)
+    summary = write_tables(out / "verdict", ["baseline seeds", "system seeds", "baseline seed sd",
+                                             "rule's band (2 sd)", "mean gain", "bootstrap p (pooled seeds)",
+                                             "verdict"],
+                           [[len(result.base_bleu), len(result.system_bleu), result.baseline_sd,
+                             2 * result.baseline_sd, result.mean_gain, f"{result.p_value:.3g}", result.verdict]])
+    return f"{seeds}\n{summary}"
 
 
 def sim_report(runs: Sequence[tuple[str, Path]], data_dir: Path, split: str = "test", checkpoint: str = "best",

@@ -1,0 +1,101 @@
+"""Does a method help? A system against its baseline over several training seeds, by a rule fixed in advance.
+
+One seed against one answers little: two seeds of the same baseline can differ by more than a method does, and
+a sentence-level test then calls the difference significant (two Multi30k baseline seeds 0.05 BLEU apart give
+sign-test p 0.0025). The rule here, ordo's verdicts (bench/RESULTS.md, "Verdicts"), measures the gain against
+the baseline's own seed spread:
+
+- "confirmed": the mean gain over the paired seeds exceeds twice the baseline's seed standard deviation, and
+  every seed's gain has the same sign;
+- "reversed": the mirror case (a loss beyond twice the spread on every seed);
+- otherwise "not confirmed" (at this scale: the corpus, the budget).
+
+Seeds are paired: the i-th system run with the i-th baseline run (the same ``train.seed``); further baseline
+seeds count only in the spread. Beside the verdict: sacreBLEU's two-sided paired bootstrap p of the BLEU
+difference over the paired seeds pooled into one test set (Koehn 2004), which ignores seed variance and is
+reported, not used, by the rule.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from ordo.errors import InputError
+from ordo.evaluation.significance import bleu_bootstrap_p
+
+CONFIRMED, REVERSED, NOT_CONFIRMED = "confirmed", "reversed", "not confirmed at this scale"
+
+
+def verdict(gains: Sequence[float], baseline_sd: float) -> str:
+    """The rule: :data:`CONFIRMED` when the mean of ``gains`` (system minus baseline, one per paired seed)
+    exceeds ``2 * baseline_sd`` and all gains are positive, :data:`REVERSED` for the mirror case, else
+    :data:`NOT_CONFIRMED`."""
+    mean = statistics.fmean(gains)
+    if abs(mean) > 2 * baseline_sd and (all(g > 0 for g in gains) or all(g < 0 for g in gains)):
+        return CONFIRMED if mean > 0 else REVERSED
+    return NOT_CONFIRMED
+
+
+def pooled_bootstrap_p(base_runs: Sequence[Sequence[str]], system_runs: Sequence[Sequence[str]],
+                       refs: Sequence[str], indices: Sequence[int] | None = None) -> float:
+    """sacreBLEU's two-sided paired bootstrap p of the system's BLEU against the baseline's, the paired runs
+    (``base_runs[i]`` with ``system_runs[i]``, hypotheses of the test set) pooled into one test set; only the
+    test pairs ``indices`` where given (e.g. one bucket of reordering difficulty)."""
+    pairs = min(len(base_runs), len(system_runs))
+    picked = range(len(refs)) if indices is None else indices
+    base, system = ([runs[s][i] for s in range(pairs) for i in picked] for runs in (base_runs, system_runs))
+    return bleu_bootstrap_p(base, system, [refs[i] for _ in range(pairs) for i in picked])
+
+
+@dataclass
+class SeedComparison:
+    """A system against its baseline over seeds (:func:`compare_seeds`)."""
+
+    base_bleu: list[float]    # every baseline seed, in order
+    system_bleu: list[float]  # every system seed, in order
+    p_value: float            # :func:`pooled_bootstrap_p` over the paired seeds
+
+    @property
+    def gains(self) -> list[float]:
+        """System minus baseline BLEU per paired seed."""
+        return [s - b for s, b in zip(self.system_bleu, self.base_bleu)]
+
+    @property
+    def mean_gain(self) -> float:
+        """The mean of :attr:`gains`."""
+        return statistics.fmean(self.gains)
+
+    @property
+    def baseline_sd(self) -> float:
+        """The sample standard deviation of the baseline's BLEU over all its seeds."""
+        return statistics.stdev(self.base_bleu)
+
+    @property
+    def verdict(self) -> str:
+        """:func:`verdict` of the paired gains against the baseline's spread."""
+        return verdict(self.gains, self.baseline_sd)
+
+
+def compare_seeds(base_runs: Sequence[list[str]], system_runs: Sequence[list[str]], refs: list[str],
+                  bleu: Callable[[list[str], list[str]], float]) -> SeedComparison:
+    """Score every run (test hypotheses, one list per seed) with ``bleu(hyps, refs)`` and compare.
+
+    Raises:
+        InputError: fewer than two baseline runs (the rule needs their spread), no system run, more system
+            runs than baseline runs (each system seed needs its baseline seed), or a run whose line count is
+            not the references'.
+    """
+    if len(base_runs) < 2:
+        raise InputError(f"{len(base_runs)} baseline run(s): the verdict needs at least two baseline seeds, "
+                         "to measure their spread")
+    if not system_runs or len(system_runs) > len(base_runs):
+        raise InputError(f"{len(system_runs)} system run(s) for {len(base_runs)} baseline runs: give one to "
+                         f"{len(base_runs)}, each paired with the baseline run of the same seed")
+    for side, runs in (("baseline", base_runs), ("system", system_runs)):
+        for number, hyps in enumerate(runs, 1):
+            if len(hyps) != len(refs):
+                raise InputError(f"{side} run {number}: {len(hyps)} lines for {len(refs)} references")
+    return SeedComparison([bleu(hyps, refs) for hyps in base_runs], [bleu(hyps, refs) for hyps in system_runs],
+                          pooled_bootstrap_p(base_runs, system_runs, refs))
