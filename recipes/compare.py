@@ -21,9 +21,12 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import fcntl
 import gzip
 import hashlib
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import torch
@@ -96,27 +99,39 @@ def corpus_stamp(files: dict[str, str]) -> dict[str, str]:
             for flag, path in files.items()}
 
 
+@contextmanager
+def folder_lock(folder: Path) -> Iterator[None]:
+    """Hold an exclusive lock on ``folder`` (the file ``FOLDER.lock`` beside it) while the block runs, so that
+    runs started side by side prepare a folder once, one after the other."""
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    with open(folder.parent / f"{folder.name}.lock", "w", encoding="utf-8") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        yield
+
+
 def prepare(config: Path, spec: dict, data_dir: Path, out: Path) -> None:
     """Binarize the corpus with one prepare config, once: OUT is reused when it exists and was prepared from the
-    same corpus files (OUT/corpus.yaml), and refused when it was prepared from others."""
-    files = {f"--{split}-{side}": str(data_dir / f"{spec['splits'][split]}.{spec[side]}.gz")
-             for split in ("train", "valid", "test") for side in ("src", "tgt")}
-    stamp = corpus_stamp(files)
-    if (out / "data.yaml").exists():
-        if not (out / CORPUS_STAMP).exists():
-            print(f"warning: {out} has no {CORPUS_STAMP} (prepared by an older ordo): not checked against "
-                  f"{data_dir}", flush=True)
-        elif read_yaml(out / CORPUS_STAMP) != stamp:
-            sys.exit(f"{out} was prepared from other corpus files than those in {data_dir}: give this corpus its "
-                     "own --work folder")
-        return
-    args = ["prepare", str(config), "--out", str(out)]
-    for flag, path in files.items():
-        args += [flag, path]
-    if ordo(args) != 0:
-        sys.exit("prepare failed")
-    with atomic_write(out / CORPUS_STAMP) as handle:
-        yaml.safe_dump(stamp, handle)
+    same corpus files (OUT/corpus.yaml), and refused when it was prepared from others. Runs side by side wait for
+    each other (:func:`folder_lock`)."""
+    with folder_lock(out):
+        files = {f"--{split}-{side}": str(data_dir / f"{spec['splits'][split]}.{spec[side]}.gz")
+                 for split in ("train", "valid", "test") for side in ("src", "tgt")}
+        stamp = corpus_stamp(files)
+        if (out / "data.yaml").exists():
+            if not (out / CORPUS_STAMP).exists():
+                print(f"warning: {out} has no {CORPUS_STAMP} (prepared by an older ordo): not checked against "
+                      f"{data_dir}", flush=True)
+            elif read_yaml(out / CORPUS_STAMP) != stamp:
+                sys.exit(f"{out} was prepared from other corpus files than those in {data_dir}: give this corpus its "
+                         "own --work folder")
+            return
+        args = ["prepare", str(config), "--out", str(out)]
+        for flag, path in files.items():
+            args += [flag, path]
+        if ordo(args) != 0:
+            sys.exit("prepare failed")
+        with atomic_write(out / CORPUS_STAMP) as handle:
+            yaml.safe_dump(stamp, handle)
 
 
 def changed_settings(run_dir: Path, requested: ExperimentConfig) -> list[str]:

@@ -52,6 +52,7 @@ def parse_args() -> argparse.Namespace:
     run.add_argument("--data-dir", type=Path, help="corpus folder (default: the suite's, in ../shared/data)")
     run.add_argument("--work", type=Path, help="default: work/SUITE")
     run.add_argument("--oracle", action="store_true", help="train on the target-order source corpus")
+    run.add_argument("--threads", type=int, help="CPU threads per run (default: the suite's train.yaml)")
     tables = verbs.add_parser("tables", help="rebuild the verdicts table from bench/hyps/")
     tables.add_argument("--hyps", type=Path, default=HYPS, help="folder of CORPUS/SYSTEM.seedN.txt (default: %(default)s)")
     tables.add_argument("--data-root", type=Path, default=ROOT.parent / "shared" / "data", help="corpus folders")
@@ -108,6 +109,15 @@ def record_paths(folder: Path, label: str) -> tuple[Path, Path]:
     return folder / f"{label}.txt", folder / f"{label}.yaml"
 
 
+def keep_test_links(data: Path, folder: Path) -> None:
+    """The prepared test split's word links copied once to ``folder/test.align`` (main's replicate.py)."""
+    links = data / "test.align"
+    if links.exists() and not (folder / "test.align").exists():
+        folder.mkdir(parents=True, exist_ok=True)
+        with atomic_write(folder / "test.align") as handle:
+            handle.write(links.read_text(encoding="utf-8"))
+
+
 def record(run_dir: Path, name: str, seed: int, overrides: list[str], sources: list[str], hyps_path: Path,
            settings_path: Path) -> None:
     """Translate ``sources`` with the averaged checkpoint; write the hypotheses and the settings atomically."""
@@ -118,6 +128,7 @@ def record(run_dir: Path, name: str, seed: int, overrides: list[str], sources: l
         "system": name, "seed": seed, "overrides": overrides, "updates": figures.updates,
         "train_minutes": round(figures.minutes, 1), "parameters": count_parameters(run.model),
         "averaged": load_checkpoint(run_dir / "checkpoints" / "averaged.pt")["averaged"], "commit": commit_id(),
+        "threads": read_yaml(run_dir / "config.yaml")["train"]["threads"],
         "dev_loss": dev_loss_curve(run_dir),
     }
     hyps_path.parent.mkdir(parents=True, exist_ok=True)
@@ -149,8 +160,10 @@ def run_systems(args: argparse.Namespace) -> None:
         overrides = [*overrides, f"train.seed={seed}"]
         data = data_folder(work, prepare_file)
         prepare(suite / prepare_file, spec, data_dir, data)
+        if not args.oracle:
+            keep_test_links(data, HYPS / corpus)
         run_dir = work / "runs" / label
-        train(suite, label, overrides, data, run_dir, int(spec["steps"]), None, [], int(spec["average_last"]))
+        train(suite, label, overrides, data, run_dir, int(spec["steps"]), args.threads, [], int(spec["average_last"]))
         hyps_path, settings_path = record_paths(HYPS / corpus, f"oracle_{label}" if args.oracle else label)
         if not hyps_path.exists():
             record(run_dir, name, seed, overrides, sources, hyps_path, settings_path)
