@@ -79,6 +79,11 @@ def corpus_scores(
     return scores
 
 
+def sacrebleu_bleu(hyps: Sequence[str], refs: Sequence[str]) -> float:
+    """sacreBLEU's corpus BLEU with its default settings (detokenized text)."""
+    return float(corpus_scores(hyps, refs)["bleu"])
+
+
 def _ngram_counts(tokens: Sequence[str], order: int) -> Counter[tuple[str, ...]]:
     """How often each n-gram of length ``order`` occurs in ``tokens``."""
     return Counter(tuple(tokens[i : i + order]) for i in range(len(tokens) - order + 1))

@@ -23,6 +23,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from ordo.errors import InputError
+from ordo.evaluation.bleu import sacrebleu_bleu
 from ordo.evaluation.significance import bleu_bootstrap_p
 
 CONFIRMED, REVERSED, NOT_CONFIRMED = "confirmed", "reversed", "not confirmed at this scale"
@@ -79,8 +80,9 @@ class SeedComparison:
 
 
 def compare_seeds(base_runs: Sequence[list[str]], system_runs: Sequence[list[str]], refs: list[str],
-                  bleu: Callable[[list[str], list[str]], float]) -> SeedComparison:
-    """Score every run (test hypotheses, one list per seed) with ``bleu(hyps, refs)`` and compare.
+                  bleu: Callable[[list[str], list[str]], float] = sacrebleu_bleu) -> SeedComparison:
+    """Score every run (test hypotheses, one list per seed) with ``bleu(hyps, refs)`` (sacreBLEU's by default;
+    :func:`ordo.evaluation.bleu.multi_bleu` for pre-tokenized text) and compare.
 
     Raises:
         InputError: fewer than two baseline runs (the rule needs their spread), no system run, more system

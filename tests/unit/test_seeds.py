@@ -60,3 +60,8 @@ def test_too_few_baseline_seeds_unpaired_system_seeds_and_short_runs_are_named()
         compare_seeds([REFS, REFS], [REFS, REFS, REFS], REFS, exact_matches)
     with pytest.raises(InputError, match="system run 2: 43 lines for 44 references"):
         compare_seeds([REFS, REFS], [REFS, REFS[:-1]], REFS, exact_matches)
+
+
+def test_seeds_are_scored_with_sacrebleu_by_default():
+    result = compare_seeds([run(0), run(0)], [REFS], REFS)
+    assert result.system_bleu == [pytest.approx(100.0)] and 0 < result.base_bleu[0] < 100
