@@ -441,10 +441,10 @@ def run_analyze(args: argparse.Namespace) -> None:
         print(report.sim_report(_named(args.run, "--run"), Path(args.data), args.split, args.checkpoint, args.device))
         return
     if args.analysis == "seeds":
-        base_runs, system_runs = ([read_hyp_ref(path, args.ref)[0] for path in paths]
-                                  for paths in (args.baseline, args.system))
-        print(report.seeds_report(base_runs, system_runs, read_hyp_ref(args.baseline[0], args.ref)[1],
-                                  Path(args.out), args.tokenized_bleu))
+        read = {path: read_hyp_ref(path, args.ref) for path in [*args.baseline, *args.system]}  # checks each
+        base_runs, system_runs = ([(path, read[path][0]) for path in paths] for paths in (args.baseline, args.system))
+        print(report.seeds_report(base_runs, system_runs, read[args.baseline[0]][1], Path(args.out),
+                                  args.tokenized_bleu))
         return
     sources, refs = read_hyp_ref(args.src, args.ref)
     out = Path(args.out)

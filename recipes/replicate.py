@@ -11,10 +11,10 @@ target order by the prepared data's word alignments (paper 000's Figure 2 upper 
 ``tables`` rebuilds the verdicts tables and figures from those files alone (recipes/verdicts.py).
 
 ``pending`` lists the runs the verdicts still need, in the order they are worth running (:func:`pending_runs`):
-the baseline's three seeds, then one seed of every system, then the second seeds, a corpus at a time, and a
-third seed of both systems of a claim whose first two seeds disagree on the sign of the gain. ``queue`` works
-that list off, the next run no other worker holds each time, until nothing is left: two workers of one thread
-each, started side by side, share the queue.
+the baseline's three seeds, then one seed of every system, then the second seeds, a corpus at a time, and last
+a third seed of both systems of a claim whose first two seeds disagree on the sign of the gain. ``queue`` works
+that list off, each time the next run no other process holds (``run`` takes the same lock), until every run is
+recorded or held by another process: two workers of one thread each, started side by side, share the list.
 
 usage: python recipes/replicate.py run --suite enja_verdict [--work DIR] [--oracle] SYSTEM.seedN [...]
        python recipes/replicate.py pending [--suite SUITE ...]
@@ -64,7 +64,8 @@ def parse_args() -> argparse.Namespace:
         listing.add_argument("--suite", action="append", dest="suites", metavar="SUITE",
                              help="only this suite's runs (repeatable; default: every verdict suite)")
         listing.add_argument("--data-root", type=Path, default=ROOT.parent / "shared" / "data", help="corpus folders")
-    listing.add_argument("--threads", type=int, help="CPU threads of each run (as for run)")
+        if verb == "queue":
+            listing.add_argument("--threads", type=int, help="CPU threads of each run (as for run)")
     tables = verbs.add_parser("tables", help="rebuild the verdicts table from bench/hyps/")
     tables.add_argument("--hyps", type=Path, default=HYPS,
                         help="folder of CORPUS/SYSTEM.seedN.txt (default: %(default)s)")
@@ -149,58 +150,70 @@ def record(run_dir: Path, name: str, seed: int, overrides: list[str], sources: l
     print(f"== {name} seed {seed}: {hyps_path}", flush=True)
 
 
-def run_systems(args: argparse.Namespace) -> None:
-    """Train and record each ``SYSTEM.seedN`` named on the command line, in order."""
+def run_system(args: argparse.Namespace, label: str) -> bool:
+    """Train and record one ``SYSTEM.seedN`` of ``args.suite`` (``args.oracle``: on the target-order source
+    corpus) under a lock beside its run folder; False, doing nothing, when another process holds the lock."""
     suite = RECIPES / args.suite
-    spec = read_yaml(suite / "suite.yaml")
-    systems = read_yaml(suite / "systems.yaml")
-    data_dir = args.data_dir or ROOT.parent / "shared" / "data" / spec["corpus"]
+    spec, systems = read_yaml(suite / "suite.yaml"), read_yaml(suite / "systems.yaml")
+    name, seed = split_seed(label)
+    if name not in systems:
+        sys.exit(f"unknown system {name}; {suite / 'systems.yaml'} has {sorted(systems)}")
     work = args.work or ROOT / "work" / args.suite
-    corpus = spec["corpus"]
-    if args.oracle:  # recorded as oracle_SYSTEM.seedN beside the corpus's other systems
-        prepare(suite / "prepare.yaml", spec, data_dir, data_folder(work, "prepare.yaml"))
-        data_dir = oracle_corpus(data_folder(work, "prepare.yaml"), spec, work / "oracle_corpus")
-        work = work / "oracle"
-    sources = read_lines(data_dir / f"{spec['splits']['test']}.{spec['src']}.gz")
-    for label in args.systems:
-        name, seed = split_seed(label)
-        if name not in systems:
-            sys.exit(f"unknown system {name}; {suite / 'systems.yaml'} has {sorted(systems)}")
+    run_dir = (work / "oracle" if args.oracle else work) / "runs" / label
+    with folder_lock(run_dir, wait=False) as held:
+        if not held:
+            print(f"== {label}: another process is running it", flush=True)
+            return False
+        hyps_path, settings_path = record_paths(HYPS / spec["corpus"], f"oracle_{label}" if args.oracle else label)
+        if hyps_path.exists():
+            print(f"== {label}: recorded already ({hyps_path})", flush=True)
+            return True
+        data_dir = args.data_dir or ROOT.parent / "shared" / "data" / spec["corpus"]
+        if args.oracle:  # recorded as oracle_SYSTEM.seedN beside the corpus's other systems
+            prepare(suite / "prepare.yaml", spec, data_dir, data_folder(work, "prepare.yaml"))
+            data_dir = oracle_corpus(data_folder(work, "prepare.yaml"), spec, work / "oracle_corpus")
+            work = work / "oracle"
         prepare_file, overrides = system_entry(name, systems[name])
         overrides = [*overrides, f"train.seed={seed}"]
         data = data_folder(work, prepare_file)
         prepare(suite / prepare_file, spec, data_dir, data)
         if not args.oracle:
-            keep_test_links(data, HYPS / corpus)
-        run_dir = work / "runs" / label
+            keep_test_links(data, HYPS / spec["corpus"])
         train(suite, label, overrides, data, run_dir, int(spec["steps"]), args.threads, [], int(spec["average_last"]))
-        hyps_path, settings_path = record_paths(HYPS / corpus, f"oracle_{label}" if args.oracle else label)
-        if not hyps_path.exists():
-            record(run_dir, name, seed, overrides, sources, hyps_path, settings_path)
+        sources = read_lines(data_dir / f"{spec['splits']['test']}.{spec['src']}.gz")
+        record(run_dir, name, seed, overrides, sources, hyps_path, settings_path)
+    return True
+
+
+def run_systems(args: argparse.Namespace) -> None:
+    """Train and record each ``SYSTEM.seedN`` named on the command line, in order (:func:`run_system`)."""
+    for label in args.systems:
+        run_system(args, label)
 
 
 BASELINE_SEEDS = 3  # each corpus's baseline runs three seeds, to measure the spread the verdict rule uses
 
 
-def seeds_needed(comparison: Comparison) -> tuple[int, int]:
-    """(comparison system, system) seeds that ``comparison``'s verdict needs: the claim's ``seeds`` (default 2)
-    of each, :data:`BASELINE_SEEDS` of a corpus's ``baseline``, and one more of both where the first two
-    common seeds' gains have opposite signs."""
+def seeds_needed(comparison: Comparison) -> tuple[int, int, bool]:
+    """(comparison system, system) seeds that ``comparison``'s verdict needs, the claim's ``seeds`` (default 2)
+    of each and :data:`BASELINE_SEEDS` of a corpus's ``baseline``; and whether both want one seed more because
+    their first two common seeds' gains have opposite signs (issue 25's protocol: the third seed sharpens the
+    mean and the p-value, but cannot change the verdict, whose rule wants the same sign on every seed)."""
     wanted = int(comparison.claim.get("seeds", 2))
     gains = comparison.gains[:2]
-    if wanted == 2 and len(gains) == 2 and min(gains) < 0 < max(gains):
-        wanted = 3
-    base_wanted = max(wanted, BASELINE_SEEDS if comparison.claim["baseline"] == "baseline" else 0)
-    return base_wanted, wanted
+    third = wanted == 2 and len(gains) == 2 and min(gains) < 0 < max(gains)
+    return max(wanted, BASELINE_SEEDS if comparison.claim["baseline"] == "baseline" else 0), wanted, third
 
 
 @dataclass(frozen=True)
 class PendingRun:
-    """A ``SYSTEM.seedN`` that a verdict needs and bench/hyps/CORPUS does not have yet."""
+    """A ``SYSTEM.seedN`` that a verdict needs and bench/hyps/CORPUS does not have yet; ``sharpens``: a seed
+    beyond what the verdict needs (:func:`seeds_needed`)."""
 
     corpus: str
     system: str
     seed: int
+    sharpens: bool = False
 
     @property
     def suite(self) -> str:
@@ -224,41 +237,43 @@ class PendingRun:
 def pending_runs(claims: list[dict], hyps_root: Path, data_root: Path) -> list[PendingRun]:
     """The runs ``claims`` still need (:func:`seeds_needed`) in the order of issue 25: a corpus at a time (in
     the order the claims name them), within it the corpus's ``baseline`` seeds first, then seed 1 of every
-    other system, then seed 2, and so on; systems of one seed in the order the claims name them."""
+    other system, then seed 2, and so on, systems of one seed in the order the claims name them; last, the
+    third seeds that only sharpen a claim's mean."""
     corpora = list(dict.fromkeys(claim["corpus"] for claim in claims))
+    needed: dict[tuple[str, str], int] = {}
     wanted: dict[tuple[str, str], int] = {}
     for claim in claims:
-        counts = seeds_needed(compare(claim, hyps_root, data_root))
-        for name, count in zip((claim["baseline"], claim["system"]), counts):
+        base_count, count, third = seeds_needed(compare(claim, hyps_root, data_root))
+        for name, verdict_count in ((claim["baseline"], base_count), (claim["system"], count)):
             key = (claim["corpus"], name)
-            wanted[key] = max(wanted.get(key, 0), count)
+            needed[key] = max(needed.get(key, 0), verdict_count)
+            wanted[key] = max(wanted.get(key, 0), verdict_count, count + third)
     named = list(wanted)
-    runs = [PendingRun(corpus, name, seed) for (corpus, name), count in wanted.items()
+    runs = [PendingRun(corpus, name, seed, seed > needed[corpus, name]) for (corpus, name), count in wanted.items()
             for seed in range(1, count + 1) if seed not in seeds_of(hyps_root / corpus, name)]
-    return sorted(runs, key=lambda run: (corpora.index(run.corpus), 0 if run.system == "baseline" else run.seed,
+    return sorted(runs, key=lambda run: (run.sharpens, corpora.index(run.corpus),
+                                         0 if run.system == "baseline" else run.seed,
                                          named.index((run.corpus, run.system))))
 
 
 def selected_runs(args: argparse.Namespace, claims: list[dict]) -> list[PendingRun]:
-    """:func:`pending_runs` of the committed hypotheses, of ``args.suites`` only where given."""
-    runs = pending_runs(claims, HYPS, args.data_root)
-    return [run for run in runs if not args.suites or run.suite in args.suites]
+    """:func:`pending_runs` of the committed hypotheses, of the claims on ``args.suites``' corpora only where
+    given (the other corpora are not read)."""
+    picked = [c for c in claims if not args.suites or suite_folder(c["corpus"]).name in args.suites]
+    return pending_runs(picked, HYPS, args.data_root)
 
 
 def work_queue(args: argparse.Namespace, claims: list[dict]) -> None:
-    """Run the first pending run that no other worker holds (a lock beside its run folder), record it, and
-    go on until every pending run is done or held by another worker."""
+    """Run the first pending run that no other process holds (:func:`run_system`), and go on until every
+    pending run is recorded or held by another process."""
     while True:
         for run in selected_runs(args, claims):
-            work = ROOT / "work" / run.suite / ("oracle" if run.oracle else "")
-            with folder_lock(work / "runs" / run.label, wait=False) as held:
-                if held:
-                    print(f"== queue: {run}", flush=True)
-                    run_systems(argparse.Namespace(suite=run.suite, data_dir=None, work=None, oracle=run.oracle,
-                                                   threads=args.threads, systems=[run.label]))
-                    break
+            print(f"== queue: {run}", flush=True)
+            if run_system(argparse.Namespace(suite=run.suite, data_dir=None, work=None, oracle=run.oracle,
+                                             threads=args.threads), run.label):
+                break
         else:
-            print("== queue: nothing left that another worker is not running", flush=True)
+            print("== queue: nothing left that another process is not running", flush=True)
             return
 
 

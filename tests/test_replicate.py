@@ -187,38 +187,68 @@ def test_pending_runs_come_baseline_first_then_seed_by_seed_with_a_third_seed_wh
     write_hyps(hyps, "exgre", 1, refs)                                      # better than the baseline on seed 1
     write_hyps(hyps, "exgre", 2, [" ".join(r.split()[:-5]) for r in refs])  # worse on seed 2: a third seed
     assert pending()[:2] == ["m30k_verdict baseline.seed3", "m30k_verdict onebest_spm8k.seed1"]
-    assert "m30k_verdict exgre.seed3" in pending()
+    assert pending()[-1] == "m30k_verdict exgre.seed3"  # it only sharpens the mean: last
     write_hyps(hyps, "exgre", 2, refs)  # better on both seeds: two are enough
     assert "m30k_verdict exgre.seed3" not in pending()
+    for seed, cut in ((1, 2), (2, 4)):  # a comparison system other than the baseline: both get a third seed
+        write_hyps(hyps, "onebest_spm8k", seed, [" ".join(r.split()[:-3]) for r in refs])
+        write_hyps(hyps, "lattice_lpe_lsa", seed, [" ".join(r.split()[:-cut]) for r in refs])
+    assert pending() == ["m30k_verdict baseline.seed3", "m30k_verdict onebest_spm8k.seed3",
+                         "m30k_verdict lattice_lpe_lsa.seed3"]
+    assert [run.sharpens for run in replicate.pending_runs(claims, tmp_path / "hyps", tmp_path / "data")] == [
+        False, True, True]
     oracle = [{**claims[0], "system": "oracle_baseline", "seeds": 1}]
     assert [str(run) for run in replicate.pending_runs(oracle, tmp_path / "hyps", tmp_path / "data")] == [
         "m30k_verdict baseline.seed3", "m30k_verdict --oracle baseline.seed1"]
 
 
-def test_the_queue_runs_what_is_pending_and_leaves_a_run_another_worker_holds(tmp_path, monkeypatch):
+def test_the_queue_runs_what_is_pending_and_leaves_a_run_another_process_holds(tmp_path, monkeypatch):
     refs = ROTATIONS * 2
     write_refs(tmp_path / "data", refs)
-    monkeypatch.setattr(replicate, "ROOT", tmp_path)
     monkeypatch.setattr(replicate, "HYPS", tmp_path / "hyps")
     ran = []
 
-    def run_systems(args):  # a run that translates perfectly
-        ran.append((args.suite, args.systems, args.threads))
-        write_hyps(tmp_path / "hyps" / "multi30k", *verdicts.split_seed(args.systems[0]), refs)
+    def run_system(args, label):  # another process holds exgre.seed2; the others translate perfectly
+        if label == "exgre.seed2":
+            return False
+        ran.append((args.suite, label, args.threads))
+        write_hyps(tmp_path / "hyps" / "multi30k", *verdicts.split_seed(label), refs)
+        return True
 
-    monkeypatch.setattr(replicate, "run_systems", run_systems)
+    monkeypatch.setattr(replicate, "run_system", run_system)
     claims = [{"paper": "p", "claim": "c", "corpus": "multi30k", "baseline": "baseline", "system": "exgre"}]
     args = argparse.Namespace(suites=None, data_root=tmp_path / "data", threads=1)
-    with replicate.folder_lock(tmp_path / "work" / "m30k_verdict" / "runs" / "exgre.seed2") as held:
-        assert held
-        replicate.work_queue(args, claims)  # another worker runs exgre.seed2
-    assert [systems for _, systems, _ in ran] == [["baseline.seed1"], ["baseline.seed2"], ["baseline.seed3"],
-                                                  ["exgre.seed1"]]
+    replicate.work_queue(args, claims)
+    assert [label for _, label, _ in ran] == ["baseline.seed1", "baseline.seed2", "baseline.seed3", "exgre.seed1"]
+    assert ran[0] == ("m30k_verdict", "baseline.seed1", 1)
     assert [str(run) for run in replicate.selected_runs(args, claims)] == ["m30k_verdict exgre.seed2"]
     assert replicate.selected_runs(argparse.Namespace(suites=["enja_verdict"], data_root=tmp_path / "data"),
                                    claims) == []  # only another suite's runs asked for
-    replicate.work_queue(args, claims)
-    assert ran[-1] == ("m30k_verdict", ["exgre.seed2"], 1) and replicate.selected_runs(args, claims) == []
+
+
+def test_a_run_another_process_holds_is_left_alone_and_a_recorded_one_not_trained_again(tmp_path, monkeypatch):
+    corpus = tmp_path / "data"
+    corpus.mkdir()
+    with gzip.open(corpus / "test2016.en.gz", "wt", encoding="utf-8") as handle:
+        handle.write("a man\n")
+    monkeypatch.setattr(replicate, "HYPS", tmp_path / "hyps")
+    calls = []
+    monkeypatch.setattr(replicate, "prepare", lambda *args: calls.append("prepare"))
+    monkeypatch.setattr(replicate, "keep_test_links", lambda *args: None)
+    monkeypatch.setattr(replicate, "train", lambda *args: calls.append("train"))
+
+    def record(run_dir, name, seed, overrides, sources, hyps_path, settings_path):
+        calls.append(("record", sources, overrides[-1]))
+        write_hyps(hyps_path.parent, name, seed, ["ein Mann"])
+
+    monkeypatch.setattr(replicate, "record", record)
+    args = argparse.Namespace(suite="m30k_verdict", data_dir=corpus, work=tmp_path / "work", oracle=False, threads=1)
+    with replicate.folder_lock(tmp_path / "work" / "runs" / "exgre.seed1") as held:
+        assert held and replicate.run_system(args, "exgre.seed1") is False
+    assert calls == []
+    assert replicate.run_system(args, "exgre.seed1") is True
+    assert calls == ["prepare", "train", ("record", ["a man"], "train.seed=1")]
+    assert replicate.run_system(args, "exgre.seed1") is True and len(calls) == 3  # recorded: nothing to do
 
 
 def test_tables_can_leave_the_results_document_alone(monkeypatch):

@@ -69,25 +69,26 @@ def length_report(
     return write_tables(out / "length", ["system", *labels], rows)
 
 
-def seeds_report(base_runs: Sequence[list[str]], system_runs: Sequence[list[str]], refs: list[str], out: Path,
-                 tokenized_bleu: bool = False) -> str:
-    """``out/seeds.{md,tsv}``: BLEU of every seed of the baseline and the system, paired by order, with each
-    pair's gain and the means; ``out/verdict.{md,tsv}``: the baseline's seed sd, the rule's band (twice it), the
-    mean gain, the pooled paired bootstrap p and the verdict (:mod:`ordo.evaluation.seeds`). Returns both
+def seeds_report(base_runs: Sequence[tuple[str, list[str]]], system_runs: Sequence[tuple[str, list[str]]],
+                 refs: list[str], out: Path, tokenized_bleu: bool = False) -> str:
+    """``out/seeds.{md,tsv}``: the BLEU of every (name, hypotheses) run of the baseline and the system, paired in
+    order, with each pair's gain; ``out/verdict.{md,tsv}``: the means, the baseline's seed sd, the rule's band
+    (twice it), the pooled paired bootstrap p and the verdict (:mod:`ordo.evaluation.seeds`). Returns both
     tables' markdown."""
-    result = compare_seeds(base_runs, system_runs, refs, bleu_metric(tokenized_bleu))
+    result = compare_seeds([hyps for _, hyps in base_runs], [hyps for _, hyps in system_runs], refs,
+                           bleu_metric(tokenized_bleu))
     rows: list[list[Cell]] = []
-    for seed in range(len(result.base_bleu)):
-        system = result.system_bleu[seed] if seed < len(result.system_bleu) else None
-        rows.append([seed + 1, result.base_bleu[seed], system, None if system is None else result.gains[seed]])
-    rows.append(["mean", statistics.fmean(result.base_bleu), statistics.fmean(result.system_bleu),
-                 result.mean_gain])
-    seeds = write_tables(out / "seeds", ["seed", "baseline BLEU", "system BLEU", "gain"], rows)
-    summary = write_tables(out / "verdict", ["baseline seeds", "system seeds", "baseline seed sd",
-                                             "rule's band (2 sd)", "mean gain", "bootstrap p (pooled seeds)",
-                                             "verdict"],
-                           [[len(result.base_bleu), len(result.system_bleu), result.baseline_sd,
-                             2 * result.baseline_sd, result.mean_gain, f"{result.p_value:.3g}", result.verdict]])
+    for pair, (base_name, _) in enumerate(base_runs):
+        paired = pair < len(system_runs)
+        rows.append([pair + 1, base_name, result.base_bleu[pair], system_runs[pair][0] if paired else None,
+                     result.system_bleu[pair] if paired else None, result.gains[pair] if paired else None])
+    seeds = write_tables(out / "seeds", ["pair", "baseline run", "BLEU", "system run", "BLEU", "gain"], rows)
+    headers = ["baseline seeds", "system seeds", "baseline mean BLEU", "system mean BLEU", "mean gain (paired)",
+               "baseline seed sd", "rule's band (2 sd)", "bootstrap p (pooled seeds)", "verdict"]
+    summary = write_tables(out / "verdict", headers, [[
+        len(result.base_bleu), len(result.system_bleu), statistics.fmean(result.base_bleu),
+        statistics.fmean(result.system_bleu), result.mean_gain, result.baseline_sd, 2 * result.baseline_sd,
+        f"{result.p_value:.3g}", result.verdict]])
     return f"{seeds}\n{summary}"
 
 
@@ -148,6 +149,12 @@ def sweep_report(scores: dict[str, float], out: Path, reference: str | None = No
     return write_tables(out / "sweep", ["system", "value", "BLEU"], rows)
 
 
+def length_ratio(hyp_tokens: Sequence[str], ref_tokens: Sequence[str]) -> float | None:
+    """Output tokens over reference tokens (whitespace tokens of each line); None when the references hold none."""
+    ref_count = sum(len(line.split()) for line in ref_tokens)
+    return sum(len(line.split()) for line in hyp_tokens) / ref_count if ref_count else None
+
+
 def order_report(
     systems: Sequence[tuple[str, list[str]]], refs: list[str], taus: Sequence[float], out: Path,
     tokenized: bool = False, edges: Sequence[float] | None = None,
@@ -174,9 +181,8 @@ def order_report(
             curves.setdefault(name, []).append(score)
             same = name == systems[0][0]
             hyp_tokens, ref_tokens = [ribes_hyps[i] for i in pick], [ribes_refs[i] for i in pick]
-            length_ratio = sum(len(t.split()) for t in hyp_tokens) / max(1, sum(len(t.split()) for t in ref_tokens))
             rows.append([name, bucket.label, len(pick), score, float(corpus_scores(hyp, ref)["chrf"]),
-                         100 * corpus_ribes(hyp_tokens, ref_tokens), length_ratio,
+                         100 * corpus_ribes(hyp_tokens, ref_tokens), length_ratio(hyp_tokens, ref_tokens),
                          None if same else score - bleu(base, ref),
                          None if same else f"{bleu_bootstrap_p(base, hyp, ref):.3g}"])
     line_plot([b.label for b in buckets], curves, "reordering difficulty (alignment τ; left: hardest)", "BLEU",

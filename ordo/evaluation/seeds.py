@@ -7,7 +7,7 @@ the baseline's own seed spread:
 
 - "confirmed": the mean gain over the paired seeds exceeds twice the baseline's seed standard deviation, and
   every seed's gain has the same sign;
-- "reversed": the mirror case (a loss beyond twice the spread on every seed);
+- "reversed": the mirror case (the mean loss exceeds twice the spread, and every seed loses);
 - otherwise "not confirmed" (at this scale: the corpus, the budget).
 
 Seeds are paired: the i-th system run with the i-th baseline run (the same ``train.seed``); further baseline
@@ -85,19 +85,22 @@ def compare_seeds(base_runs: Sequence[list[str]], system_runs: Sequence[list[str
     :func:`ordo.evaluation.bleu.multi_bleu` for pre-tokenized text) and compare.
 
     Raises:
-        InputError: fewer than two baseline runs (the rule needs their spread), no system run, more system
-            runs than baseline runs (each system seed needs its baseline seed), or a run whose line count is
-            not the references'.
+        InputError: fewer than two runs on either side, more system runs than baseline runs (each system
+            seed needs its baseline seed), a run whose line count is not the references', or a run identical
+            to another of its side (one output given twice would fake the spread).
     """
-    if len(base_runs) < 2:
-        raise InputError(f"{len(base_runs)} baseline run(s): the verdict needs at least two baseline seeds, "
-                         "to measure their spread")
-    if not system_runs or len(system_runs) > len(base_runs):
-        raise InputError(f"{len(system_runs)} system run(s) for {len(base_runs)} baseline runs: give one to "
-                         f"{len(base_runs)}, each paired with the baseline run of the same seed")
+    if len(base_runs) < 2 or len(system_runs) < 2:
+        raise InputError(f"{len(base_runs)} baseline and {len(system_runs)} system run(s): the verdict needs at "
+                         "least two seeds of each, to measure the baseline's spread and the gain's sign")
+    if len(system_runs) > len(base_runs):
+        raise InputError(f"{len(system_runs)} system runs for {len(base_runs)} baseline runs: each system seed "
+                         "needs the baseline run of the same seed")
     for side, runs in (("baseline", base_runs), ("system", system_runs)):
         for number, hyps in enumerate(runs, 1):
             if len(hyps) != len(refs):
                 raise InputError(f"{side} run {number}: {len(hyps)} lines for {len(refs)} references")
+            if any(hyps == other for other in runs[:number - 1]):
+                raise InputError(f"{side} run {number} is identical to an earlier {side} run: the same output "
+                                 "given twice, not two seeds")
     return SeedComparison([bleu(hyps, refs) for hyps in base_runs], [bleu(hyps, refs) for hyps in system_runs],
                           pooled_bootstrap_p(base_runs, system_runs, refs))

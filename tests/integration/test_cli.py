@@ -145,20 +145,23 @@ def test_analyze_order_buckets_by_alignment_tau_and_checks_line_counts(tmp_path,
 def test_analyze_seeds_gives_the_verdict_over_paired_seeds(tmp_path, capsys):
     refs = [f"the cat number {i} sat on the mat ." for i in range(30)]
     (tmp_path / "ref").write_text("\n".join(refs) + "\n")
-    for seed, cut in ((1, 3), (2, 4), (3, 3)):  # baselines drop the last words of every sentence
+    for seed, cut in ((1, 3), (2, 4), (3, 5)):  # baselines drop the last words of every sentence
         (tmp_path / f"base{seed}").write_text("\n".join(" ".join(r.split()[:-cut]) for r in refs) + "\n")
-    (tmp_path / "system").write_text("\n".join(refs) + "\n")
+    (tmp_path / "system1").write_text("\n".join(refs) + "\n")
+    (tmp_path / "system2").write_text("\n".join(" ".join(r.split()[:-1]) for r in refs) + "\n")
     common = ["analyze", "seeds", "--ref", str(tmp_path / "ref"), "--out", str(tmp_path / "out"), "--tokenized-bleu"]
     bases = [arg for seed in (1, 2, 3) for arg in ("--baseline", str(tmp_path / f"base{seed}"))]
-    assert main([*common, *bases, "--system", str(tmp_path / "system"), "--system", str(tmp_path / "system")]) == 0
+    assert main([*common, *bases, "--system", str(tmp_path / "system1"), "--system", str(tmp_path / "system2")]) == 0
     assert "| confirmed |" in capsys.readouterr().out
     seed_rows = [line.split("\t") for line in (tmp_path / "out" / "seeds.tsv").read_text().splitlines()[1:]]
-    assert [row[0] for row in seed_rows] == ["1", "2", "3", "mean"] and seed_rows[2][2] == ""  # seed 3 unpaired
-    assert float(seed_rows[0][2]) == pytest.approx(100.0)
-    assert main([*common, "--baseline", str(tmp_path / "base1"), "--system", str(tmp_path / "system")]) != 0
-    assert "at least two baseline seeds" in capsys.readouterr().err
+    assert [row[0] for row in seed_rows] == ["1", "2", "3"] and seed_rows[2][3:] == ["", "", ""]  # 3 unpaired
+    assert seed_rows[0][1].endswith("base1") and seed_rows[1][3].endswith("system2")  # the pairing shows
+    assert float(seed_rows[0][4]) == pytest.approx(100.0) and float(seed_rows[0][5]) > 10
+    assert main([*common, "--baseline", str(tmp_path / "base1"), "--system", str(tmp_path / "system1"),
+                 "--system", str(tmp_path / "system2")]) != 0
+    assert "the verdict needs at least two seeds of each" in capsys.readouterr().err
     (tmp_path / "short").write_text("one line\n")
-    assert main([*common, *bases, "--system", str(tmp_path / "short")]) != 0
+    assert main([*common, *bases, "--system", str(tmp_path / "system1"), "--system", str(tmp_path / "short")]) != 0
     assert "short" in capsys.readouterr().err  # the file that does not match the references is named
 
 

@@ -103,3 +103,10 @@ def test_order_report_buckets_add_up_and_the_reference_scores_100_in_every_bucke
     assert [float(r[6]) for r in worse_rows] == [1.0, 1.0, 1.0]  # reordered, not shortened
     assert [round(float(r[6]), 4) for r in short_rows] == [1.0, 0.6667, 0.6667]
     assert (tmp_path / "order.png").stat().st_size > 0
+
+
+def test_the_length_ratio_counts_whitespace_tokens_and_has_none_without_reference_tokens():
+    from ordo.analysis.report import length_ratio
+
+    assert length_ratio(["a b", "c"], ["a b c d", "e f"]) == 0.5
+    assert length_ratio(["a b"], [""]) is None

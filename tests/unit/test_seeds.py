@@ -53,15 +53,21 @@ def test_the_pooled_bootstrap_uses_the_paired_seeds_and_the_given_pairs_only():
     assert first_half_only == 1.0
 
 
-def test_too_few_baseline_seeds_unpaired_system_seeds_and_short_runs_are_named():
-    with pytest.raises(InputError, match="at least two baseline seeds"):
-        compare_seeds([REFS], [REFS], REFS, exact_matches)
-    with pytest.raises(InputError, match="3 system run\\(s\\) for 2 baseline runs"):
-        compare_seeds([REFS, REFS], [REFS, REFS, REFS], REFS, exact_matches)
+def test_too_few_seeds_unpaired_system_seeds_short_runs_and_a_run_given_twice_are_named():
+    with pytest.raises(InputError, match="1 baseline and 2 system run\\(s\\): the verdict needs at least two"):
+        compare_seeds([REFS], [REFS, run(0)], REFS, exact_matches)
+    with pytest.raises(InputError, match="2 baseline and 1 system run"):
+        compare_seeds([REFS, run(0)], [REFS], REFS, exact_matches)
+    with pytest.raises(InputError, match="3 system runs for 2 baseline runs"):
+        compare_seeds([REFS, run(0)], [REFS, run(0), run(1)], REFS, exact_matches)
     with pytest.raises(InputError, match="system run 2: 43 lines for 44 references"):
-        compare_seeds([REFS, REFS], [REFS, REFS[:-1]], REFS, exact_matches)
+        compare_seeds([REFS, run(0)], [REFS, REFS[:-1]], REFS, exact_matches)
+    with pytest.raises(InputError, match="baseline run 2 is identical to an earlier baseline run"):
+        compare_seeds([run(0), run(0)], [REFS, run(1)], REFS, exact_matches)  # would fake a spread of 0
 
 
 def test_seeds_are_scored_with_sacrebleu_by_default():
-    result = compare_seeds([run(0), run(0)], [REFS], REFS)
-    assert result.system_bleu == [pytest.approx(100.0)] and 0 < result.base_bleu[0] < 100
+    refs = [f"{r}." for r in REFS]     # detokenized: the period attached
+    spaced = [f"{r} ." for r in REFS]  # sacreBLEU's 13a splits it off, whitespace BLEU does not
+    result = compare_seeds([run(0), run(1)], [spaced, REFS], refs)
+    assert result.system_bleu[0] == pytest.approx(100.0) and result.system_bleu[1] < 100.0
