@@ -166,8 +166,11 @@ def _add_analyze(sub: argparse._SubParsersAction) -> None:
     seeds.add_argument("--system", action="append", required=True, metavar="FILE",
                        help="the system's output of one seed (repeat), paired with the baseline files in order")
     seeds.add_argument("--out", required=True, help="folder for the tables (seeds, verdict: .md, .tsv)")
+    seeds.add_argument("--metric", choices=["bleu", "ribes"], default="bleu",
+                       help="BLEU, or RIBES for word order (with its paired bootstrap over sentence scores)")
     seeds.add_argument("--tokenized-bleu", action="store_true",
-                       help="score with multi-bleu.perl's BLEU (pre-tokenized data); default sacreBLEU")
+                       help="pre-tokenized data: multi-bleu.perl's BLEU, RIBES on the tokens as given; default "
+                            "sacreBLEU and its 13a tokens")
     sim = kinds.add_parser("sim", help="Sim (paper 000, Eq. 12) of ExGRE/ReFSR runs against aligned target order")
     sim.add_argument("--run", action="append", required=True, metavar="NAME=RUN_DIR")
     sim.add_argument("--data", required=True, help="data directory prepared with reorder_positions: true")
@@ -443,8 +446,10 @@ def run_analyze(args: argparse.Namespace) -> None:
     if args.analysis == "seeds":
         read = {path: read_hyp_ref(path, args.ref) for path in [*args.baseline, *args.system]}  # checks each
         base_runs, system_runs = ([(path, read[path][0]) for path in paths] for paths in (args.baseline, args.system))
-        print(report.seeds_report(base_runs, system_runs, read[args.baseline[0]][1], Path(args.out),
-                                  args.tokenized_bleu))
+        from ordo.evaluation.seeds import bleu_metric, ribes_metric
+
+        metric = (ribes_metric if args.metric == "ribes" else bleu_metric)(args.tokenized_bleu)
+        print(report.seeds_report(base_runs, system_runs, read[args.baseline[0]][1], Path(args.out), metric))
         return
     sources, refs = read_hyp_ref(args.src, args.ref)
     out = Path(args.out)

@@ -20,7 +20,7 @@ from ordo.evaluation.order import (
     fuzzy_reordering,
     ribes_tokens,
 )
-from ordo.evaluation.seeds import compare_seeds
+from ordo.evaluation.seeds import SeedMetric, compare_seeds
 from ordo.evaluation.significance import bleu_bootstrap_p
 
 
@@ -70,24 +70,24 @@ def length_report(
 
 
 def seeds_report(base_runs: Sequence[tuple[str, list[str]]], system_runs: Sequence[tuple[str, list[str]]],
-                 refs: list[str], out: Path, tokenized_bleu: bool = False) -> str:
-    """``out/seeds.{md,tsv}``: the BLEU of every (name, hypotheses) run of the baseline and the system, paired in
-    order, with each pair's gain; ``out/verdict.{md,tsv}``: the means, the baseline's seed sd, the rule's band
-    (twice it), the pooled paired bootstrap p and the verdict (:mod:`ordo.evaluation.seeds`). Returns both
-    tables' markdown."""
-    result = compare_seeds([hyps for _, hyps in base_runs], [hyps for _, hyps in system_runs], refs,
-                           bleu_metric(tokenized_bleu))
+                 refs: list[str], out: Path, metric: SeedMetric) -> str:
+    """``out/seeds.{md,tsv}``: the score in ``metric`` of every (name, hypotheses) run of the baseline and the
+    system, paired in order, with each pair's gain; ``out/verdict.{md,tsv}``: the means, the baseline's seed sd,
+    the rule's band (twice it), the pooled paired test's p and the verdict (:mod:`ordo.evaluation.seeds`).
+    Returns both tables' markdown."""
+    result = compare_seeds([hyps for _, hyps in base_runs], [hyps for _, hyps in system_runs], refs, metric)
     rows: list[list[Cell]] = []
     for pair, (base_name, _) in enumerate(base_runs):
         paired = pair < len(system_runs)
-        rows.append([pair + 1, base_name, result.base_bleu[pair], system_runs[pair][0] if paired else None,
-                     result.system_bleu[pair] if paired else None, result.gains[pair] if paired else None])
-    seeds = write_tables(out / "seeds", ["pair", "baseline run", "BLEU", "system run", "BLEU", "gain"], rows)
-    headers = ["baseline seeds", "system seeds", "baseline mean BLEU", "system mean BLEU", "mean gain (paired)",
-               "baseline seed sd", "rule's band (2 sd)", "bootstrap p (pooled seeds)", "verdict"]
+        rows.append([pair + 1, base_name, result.base_scores[pair], system_runs[pair][0] if paired else None,
+                     result.system_scores[pair] if paired else None, result.gains[pair] if paired else None])
+    name = metric.name
+    seeds = write_tables(out / "seeds", ["pair", "baseline run", name, "system run", name, "gain"], rows)
+    headers = ["baseline seeds", "system seeds", f"baseline mean {name}", f"system mean {name}",
+               "mean gain (paired)", "baseline seed sd", "rule's band (2 sd)", "bootstrap p (pooled seeds)", "verdict"]
     summary = write_tables(out / "verdict", headers, [[
-        len(result.base_bleu), len(result.system_bleu), statistics.fmean(result.base_bleu),
-        statistics.fmean(result.system_bleu), result.mean_gain, result.baseline_sd, 2 * result.baseline_sd,
+        len(result.base_scores), len(result.system_scores), statistics.fmean(result.base_scores),
+        statistics.fmean(result.system_scores), result.mean_gain, result.baseline_sd, 2 * result.baseline_sd,
         f"{result.p_value:.3g}", result.verdict]])
     return f"{seeds}\n{summary}"
 

@@ -10,7 +10,8 @@ from pathlib import Path
 
 from ordo.api import LoadedRun, load_run
 from ordo.build import count_parameters
-from ordo.evaluation.bleu import corpus_scores, multi_bleu, sacrebleu_bleu
+from ordo.evaluation.bleu import corpus_scores
+from ordo.evaluation.seeds import bleu_metric as seed_bleu_metric
 from ordo.evaluation.significance import sign_test
 from ordo.training.checkpoint import load_checkpoint, step_checkpoints
 
@@ -19,7 +20,7 @@ Metric = Callable[[list[str], list[str]], float]
 
 def bleu_metric(tokenized: bool) -> Metric:
     """Corpus BLEU: multi-bleu.perl's on whitespace tokens when ``tokenized``, else sacreBLEU's."""
-    return multi_bleu if tokenized else sacrebleu_bleu
+    return seed_bleu_metric(tokenized).score
 
 
 @dataclass

@@ -11,8 +11,9 @@ the baseline's own seed spread:
 - otherwise "not confirmed" (at this scale: the corpus, the budget).
 
 Seeds are paired: the i-th system run with the i-th baseline run (the same ``train.seed``); further baseline
-seeds count only in the spread. Beside the verdict: sacreBLEU's two-sided paired bootstrap p of the BLEU
-difference over the paired seeds pooled into one test set (Koehn 2004), which ignores seed variance and is
+seeds count only in the spread. The metric is BLEU, or RIBES where the question is word order. Beside the
+verdict: the two-sided paired bootstrap p of the difference over the paired seeds pooled into one test set
+(sacreBLEU's for BLEU, Koehn 2004; of the sentence scores' mean for RIBES), which ignores seed variance and is
 reported, not used, by the rule.
 """
 
@@ -23,10 +24,47 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from ordo.errors import InputError
-from ordo.evaluation.bleu import sacrebleu_bleu
-from ordo.evaluation.significance import bleu_bootstrap_p
+from ordo.evaluation.bleu import multi_bleu, sacrebleu_bleu
+from ordo.evaluation.order import corpus_ribes, ribes_tokens, sentence_ribes
+from ordo.evaluation.significance import bleu_bootstrap_p, paired_bootstrap_mean
 
 CONFIRMED, REVERSED, NOT_CONFIRMED = "confirmed", "reversed", "not confirmed at this scale"
+
+Score = Callable[[list[str], list[str]], float]
+PairedTest = Callable[[list[str], list[str], list[str]], float]
+
+
+@dataclass(frozen=True)
+class SeedMetric:
+    """A corpus metric (``score(hyps, refs)``) and its two-sided paired test of two systems on one test set
+    (``paired_p(base_hyps, system_hyps, refs)``)."""
+
+    name: str
+    score: Score
+    paired_p: PairedTest
+
+
+def bleu_metric(tokenized: bool = False) -> SeedMetric:
+    """BLEU: multi-bleu.perl's on the tokens when ``tokenized``, else sacreBLEU's; tested with sacreBLEU's paired
+    bootstrap (Koehn 2004)."""
+    return SeedMetric("BLEU", multi_bleu if tokenized else sacrebleu_bleu, bleu_bootstrap_p)
+
+
+def ribes_metric(tokenized: bool = False) -> SeedMetric:
+    """RIBES x100 (Isozaki et al. 2010; :mod:`ordo.evaluation.order`) on the tokens as given when ``tokenized``,
+    else on sacreBLEU's 13a tokens; tested with the paired bootstrap of its sentence scores' mean."""
+
+    def score(hyps: list[str], refs: list[str]) -> float:
+        return 100 * corpus_ribes(ribes_tokens(hyps, tokenized), ribes_tokens(refs, tokenized))
+
+    def sentence_scores(hyps: list[str], refs: list[str]) -> list[float]:
+        return [sentence_ribes(ref.split(), hyp.split())
+                for hyp, ref in zip(ribes_tokens(hyps, tokenized), ribes_tokens(refs, tokenized))]
+
+    def paired_p(base: list[str], system: list[str], refs: list[str]) -> float:
+        return paired_bootstrap_mean(sentence_scores(base, refs), sentence_scores(system, refs))
+
+    return SeedMetric("RIBES", score, paired_p)
 
 
 def verdict(gains: Sequence[float], baseline_sd: float) -> str:
@@ -40,28 +78,31 @@ def verdict(gains: Sequence[float], baseline_sd: float) -> str:
 
 
 def pooled_bootstrap_p(base_runs: Sequence[Sequence[str]], system_runs: Sequence[Sequence[str]],
-                       refs: Sequence[str], indices: Sequence[int] | None = None) -> float:
-    """sacreBLEU's two-sided paired bootstrap p of the system's BLEU against the baseline's, the paired runs
-    (``base_runs[i]`` with ``system_runs[i]``, hypotheses of the test set) pooled into one test set; only the
-    test pairs ``indices`` where given (e.g. one bucket of reordering difficulty)."""
+                       refs: Sequence[str], indices: Sequence[int] | None = None,
+                       paired_p: PairedTest = bleu_bootstrap_p) -> float:
+    """The two-sided paired test ``paired_p`` (sacreBLEU's paired bootstrap of BLEU by default) of the system
+    against the baseline, the paired runs (``base_runs[i]`` with ``system_runs[i]``, hypotheses of the test set)
+    pooled into one test set; only the test pairs ``indices`` where given (e.g. one bucket of reordering
+    difficulty)."""
     pairs = min(len(base_runs), len(system_runs))
     picked = range(len(refs)) if indices is None else indices
     base, system = ([runs[s][i] for s in range(pairs) for i in picked] for runs in (base_runs, system_runs))
-    return bleu_bootstrap_p(base, system, [refs[i] for _ in range(pairs) for i in picked])
+    return paired_p(base, system, [refs[i] for _ in range(pairs) for i in picked])
 
 
 @dataclass
 class SeedComparison:
-    """A system against its baseline over seeds (:func:`compare_seeds`)."""
+    """A system against its baseline over seeds in one metric (:func:`compare_seeds`)."""
 
-    base_bleu: list[float]    # every baseline seed, in order
-    system_bleu: list[float]  # every system seed, in order
-    p_value: float            # :func:`pooled_bootstrap_p` over the paired seeds
+    metric: str
+    base_scores: list[float]    # every baseline seed, in order
+    system_scores: list[float]  # every system seed, in order
+    p_value: float              # :func:`pooled_bootstrap_p` over the paired seeds
 
     @property
     def gains(self) -> list[float]:
-        """System minus baseline BLEU per paired seed."""
-        return [s - b for s, b in zip(self.system_bleu, self.base_bleu)]
+        """System minus baseline score per paired seed."""
+        return [s - b for s, b in zip(self.system_scores, self.base_scores)]
 
     @property
     def mean_gain(self) -> float:
@@ -70,8 +111,8 @@ class SeedComparison:
 
     @property
     def baseline_sd(self) -> float:
-        """The sample standard deviation of the baseline's BLEU over all its seeds."""
-        return statistics.stdev(self.base_bleu)
+        """The sample standard deviation of the baseline's score over all its seeds."""
+        return statistics.stdev(self.base_scores)
 
     @property
     def verdict(self) -> str:
@@ -80,15 +121,17 @@ class SeedComparison:
 
 
 def compare_seeds(base_runs: Sequence[list[str]], system_runs: Sequence[list[str]], refs: list[str],
-                  bleu: Callable[[list[str], list[str]], float] = sacrebleu_bleu) -> SeedComparison:
-    """Score every run (test hypotheses, one list per seed) with ``bleu(hyps, refs)`` (sacreBLEU's by default;
-    :func:`ordo.evaluation.bleu.multi_bleu` for pre-tokenized text) and compare.
+                  metric: SeedMetric | None = None) -> SeedComparison:
+    """Score every run (test hypotheses, one list per seed) in ``metric`` (sacreBLEU's BLEU by default;
+    :func:`bleu_metric` ``(tokenized=True)`` for pre-tokenized text, :func:`ribes_metric` for word order) and
+    compare.
 
     Raises:
         InputError: fewer than two runs on either side, more system runs than baseline runs (each system
             seed needs its baseline seed), a run whose line count is not the references', or a run identical
             to another of its side (one output given twice would fake the spread).
     """
+    metric = metric or bleu_metric()
     if len(base_runs) < 2 or len(system_runs) < 2:
         raise InputError(f"{len(base_runs)} baseline and {len(system_runs)} system run(s): the verdict needs at "
                          "least two seeds of each, to measure the baseline's spread and the gain's sign")
@@ -102,5 +145,6 @@ def compare_seeds(base_runs: Sequence[list[str]], system_runs: Sequence[list[str
             if any(hyps == other for other in runs[:number - 1]):
                 raise InputError(f"{side} run {number} is identical to an earlier {side} run: the same output "
                                  "given twice, not two seeds")
-    return SeedComparison([bleu(hyps, refs) for hyps in base_runs], [bleu(hyps, refs) for hyps in system_runs],
-                          pooled_bootstrap_p(base_runs, system_runs, refs))
+    return SeedComparison(metric.name, [metric.score(hyps, refs) for hyps in base_runs],
+                          [metric.score(hyps, refs) for hyps in system_runs],
+                          pooled_bootstrap_p(base_runs, system_runs, refs, paired_p=metric.paired_p))

@@ -153,6 +153,12 @@ def test_analyze_seeds_gives_the_verdict_over_paired_seeds(tmp_path, capsys):
     bases = [arg for seed in (1, 2, 3) for arg in ("--baseline", str(tmp_path / f"base{seed}"))]
     assert main([*common, *bases, "--system", str(tmp_path / "system1"), "--system", str(tmp_path / "system2")]) == 0
     assert "| confirmed |" in capsys.readouterr().out
+    assert main([*common, *bases, "--system", str(tmp_path / "system1"), "--system", str(tmp_path / "system2"),
+                 "--metric", "ribes"]) == 0
+    assert "baseline mean RIBES" in capsys.readouterr().out
+    assert (tmp_path / "out" / "seeds.tsv").read_text().splitlines()[0].split("\t")[2] == "RIBES"
+    assert main([*common, *bases, "--system", str(tmp_path / "system1"), "--system", str(tmp_path / "system2")]) == 0
+    capsys.readouterr()
     seed_rows = [line.split("\t") for line in (tmp_path / "out" / "seeds.tsv").read_text().splitlines()[1:]]
     assert [row[0] for row in seed_rows] == ["1", "2", "3"] and seed_rows[2][3:] == ["", "", ""]  # 3 unpaired
     assert seed_rows[0][1].endswith("base1") and seed_rows[1][3].endswith("system2")  # the pairing shows
