@@ -9,7 +9,9 @@ bench/RESULTS.md. Where a corpus has ``bench/hyps/CORPUS/test.align`` (the prepa
 a second table scores every system by reordering difficulty: BLEU and RIBES per third of the test pairs by
 alignment τ (:func:`ordo.evaluation.order.difficulty_buckets`), averaged over seeds, with the mean difference
 per common seed to the system it is compared with (bench/results/verdicts_order.md); a table of every finished
-run lists its BLEU, RIBES and settings (bench/results/verdicts_runs.md). Two figures go to
+run lists its BLEU, RIBES and settings (bench/results/verdicts_runs.md); the same rule applied to RIBES gives a
+verdict on word order for every comparison with two seeds or more (bench/results/verdicts_ribes.md). Two
+figures go to
 bench/results/figures/: the gains over seeds against the rule's band (verdicts_gains.png) and each
 comparison's dev loss curves (verdicts_dev_loss.png).
 """
@@ -39,7 +41,7 @@ from ordo.evaluation.order import (
     difficulty_buckets,
     ribes_tokens,
 )
-from ordo.evaluation.seeds import pooled_bootstrap_p, verdict
+from ordo.evaluation.seeds import compare_seeds, pooled_bootstrap_p, ribes_metric, verdict
 
 
 def read_claims() -> list[dict]:
@@ -169,6 +171,27 @@ def claim_row(comparison: Comparison, hyps_root: Path) -> list[str]:
     gain_cell = f"{statistics.fmean(gains):+.2f} ({', '.join(f'{g:+.2f}' for g in gains)})"
     return [*cells, gain_cell, f"{comparison.baseline_sd:.2f} ({len(base)} seeds)", f"{p_value:.3g}",
             verdict(gains, comparison.baseline_sd)]
+
+
+RIBES_HEADER = ["paper", "comparison", "corpus", "RIBES by seed (system)", "RIBES gain: mean (per seed)",
+                "baseline RIBES seed sd", "bootstrap p (pooled seeds)", "verdict on word order"]
+
+
+def ribes_row(comparison: Comparison) -> list[str] | None:
+    """The verdict rule on RIBES x100 (:func:`ordo.evaluation.seeds.ribes_metric`) for a ready comparison with
+    two common seeds or more (None otherwise): each system seed's RIBES, the paired gains, the baseline's RIBES
+    seed sd, the pooled paired bootstrap p of the sentence scores, and the verdict."""
+    common = comparison.common
+    if not comparison.ready or len(common) < 2:
+        return None
+    base_seeds = common + [s for s in sorted(comparison.base) if s not in common]  # common seeds pair first
+    result = compare_seeds([comparison.base[s] for s in base_seeds], [comparison.system[s] for s in common],
+                           comparison.refs, ribes_metric(comparison.tokenized))
+    claim = comparison.claim
+    return [claim["paper"], f"{claim['system']} vs {claim['baseline']}", claim["corpus"],
+            ", ".join(f"{score:.2f}" for score in result.system_scores),
+            f"{result.mean_gain:+.2f} ({', '.join(f'{g:+.2f}' for g in result.gains)})",
+            f"{result.baseline_sd:.2f} ({len(base_seeds)} seeds)", f"{result.p_value:.3g}", result.verdict]
 
 
 def pair_taus(path: Path, pairs: int) -> list[float]:
@@ -338,9 +361,10 @@ def write_figures(comparisons: list[Comparison], hyps_root: Path, figures: Path)
 
 
 def write_tables(claims: list[dict], hyps_root: Path, data_root: Path, out: Path, results: Path | None) -> None:
-    """The verdicts table of every claim, the table of every finished run and the table by reordering
-    difficulty, printed, written to ``out`` and beside it (``_runs``, ``_order``), and put in place in
-    ``results`` (None: nowhere else); the figures of :func:`write_figures` in ``figures/`` beside ``out``."""
+    """The verdicts table of every claim, the table of every finished run, the verdicts on RIBES and the table
+    by reordering difficulty, printed, written to ``out`` and beside it (``_runs``, ``_ribes``, ``_order``), and
+    put in place in ``results`` (None: nowhere else); the figures of :func:`write_figures` in ``figures/`` beside
+    ``out``."""
     header = ["paper", "claim (paper's setting)", "corpus", "comparison", "BLEU by seed", "train min (system / base)",
               "RIBES (system / base)",
               "gain: mean (per seed)", "baseline seed sd", "bootstrap p (pooled seeds)", "verdict"]
@@ -349,6 +373,9 @@ def write_tables(claims: list[dict], hyps_root: Path, data_root: Path, out: Path
     corpora = dict.fromkeys(claim["corpus"] for claim in claims)
     runs = [row for corpus in corpora for row in run_rows(corpus, claims, hyps_root, data_root)]
     tables[out.with_name(f"{out.stem}_runs.md")] = markdown_table(RUNS_HEADER, runs)
+    ribes = [row for row in map(ribes_row, comparisons) if row is not None]
+    if ribes:
+        tables[out.with_name(f"{out.stem}_ribes.md")] = markdown_table(RIBES_HEADER, ribes)
     order = [row for corpus in corpora for row in order_rows(corpus, claims, hyps_root, data_root)]
     if order:
         tables[out.with_name(f"{out.stem}_order.md")] = markdown_table(ORDER_HEADER, order)

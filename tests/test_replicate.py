@@ -66,6 +66,15 @@ def test_a_row_is_rebuilt_from_the_hypothesis_files_alone(tmp_path):
     assert float(row[9]) < 0.01  # bootstrap over 88 pooled sentences
     gains = [float(g) for g in row[7].split("(")[1].rstrip(")").split(", ")]
     assert len(gains) == 2 and gains[0] < gains[1]  # seed 2's baseline dropped more words
+    write_hyps(hyps, "exgre", 2, [*refs[:-1], " ".join(reversed(refs[-1].split()))])  # one sentence reversed
+    ribes = verdicts.ribes_row(verdicts.compare(claim, tmp_path / "hyps", tmp_path / "data"))
+    system_ribes = [float(r) for r in ribes[3].split(", ")]
+    assert system_ribes[0] == pytest.approx(100.0) and system_ribes[1] < 100.0
+    gain, sd = float(ribes[4].split()[0]), float(ribes[5].split()[0])
+    assert ribes[4].count("+") == 3 and float(ribes[6]) < 0.05  # better on both seeds, and beyond chance
+    assert 0 < gain < 2 * sd and ribes[-1] == "not confirmed at this scale"  # but inside the baselines' RIBES spread
+    assert verdicts.ribes_row(verdicts.compare({**claim, "seeds": 1, "system": "refsr"}, tmp_path / "hyps",
+                                               tmp_path / "data")) is None  # no seeds: no row
 
 
 def test_the_runs_table_lists_every_seed_against_the_same_seed_of_its_comparison_system(tmp_path):
