@@ -10,10 +10,10 @@ a second table scores every system by reordering difficulty: BLEU and RIBES per 
 alignment τ (:func:`ordo.evaluation.order.difficulty_buckets`), averaged over seeds, with the mean difference
 per common seed to the system it is compared with (bench/results/verdicts_order.md); a table of every finished
 run lists its BLEU, RIBES and settings (bench/results/verdicts_runs.md); the same rule applied to RIBES gives a
-verdict on word order for every comparison with two seeds or more (bench/results/verdicts_ribes.md). Two
-figures go to
-bench/results/figures/: the gains over seeds against the rule's band (verdicts_gains.png) and each
-comparison's dev loss curves (verdicts_dev_loss.png).
+verdict on word order for every comparison with two seeds or more (bench/results/verdicts_ribes.md). Three
+figures go to bench/results/figures/: the gains over seeds against the rule's band (verdicts_gains.png), each
+comparison's dev loss curves (verdicts_dev_loss.png), and each system's gain per third of reordering difficulty
+(verdicts_order_CORPUS.png).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from pathlib import Path
 import yaml
 from compare import RECIPES
 
-from ordo.analysis.plots import curve_panels, gain_plot
+from ordo.analysis.plots import curve_panels, gain_plot, line_plot
 from ordo.analysis.systems import bleu_metric
 from ordo.analysis.tables import markdown_table
 from ordo.data.alignment.links import read_links
@@ -296,17 +296,51 @@ def bucket_p(base: dict[int, list[str]], system: dict[int, list[str]], refs: lis
     return f"{seed_p(base, system, refs, indices):.3g}"
 
 
+def corpus_buckets(corpus: str, hyps_root: Path, data_root: Path
+                   ) -> tuple[dict, list[str], list[DifficultyBucket]] | None:
+    """``corpus``'s suite.yaml, test references and thirds of the test pairs by alignment τ (from
+    ``hyps_root/CORPUS/test.align``; None without that file)."""
+    links = hyps_root / corpus / "test.align"
+    if not links.exists():
+        return None
+    spec = suite_of(corpus)
+    refs = references(corpus, spec, data_root)
+    return spec, refs, difficulty_buckets(pair_taus(links, len(refs)))
+
+
+def order_gains(corpus: str, claims: list[dict], hyps_root: Path, data_root: Path
+                ) -> tuple[list[str], dict[str, list[float]]]:
+    """The τ range of each third of ``corpus``'s test pairs and, for every system of its claims with seeds in
+    common with its comparison system, the mean BLEU difference per third over those seeds (nothing without
+    ``test.align``)."""
+    found = corpus_buckets(corpus, hyps_root, data_root)
+    if found is None:
+        return [], {}
+    spec, refs, buckets = found
+    folder = hyps_root / corpus
+    series = {}
+    for system, against in compared_systems(claims, corpus).items():
+        runs, base = seeds_of(folder, system), seeds_of(folder, against) if against else {}
+        common = sorted(set(runs) & set(base))
+        if not common:
+            continue
+        scores, base_scores = (bucket_scores({s: r[s] for s in common}, refs, buckets, bool(spec.get("tokenized")))
+                               for r in (runs, base))
+        series[f"{system} vs {against}"] = [statistics.fmean(scores[s][b][0] - base_scores[s][b][0] for s in common)
+                                            for b in range(len(buckets))]
+    return [b.label for b in buckets], series
+
+
 def order_rows(corpus: str, claims: list[dict], hyps_root: Path, data_root: Path) -> list[list[str]]:
     """The reordering-difficulty rows of ``corpus`` (none without ``hyps_root/CORPUS/test.align``): the τ range
     and size of each third of the test pairs, then every system of its claims that has seeds, each bucket's
     BLEU and RIBES averaged over seeds and, in brackets, the mean difference to its comparison system (the seed
     standard deviation for a comparison system), and the bootstrap p of that difference in the hardest third."""
-    folder = hyps_root / corpus
-    if not (folder / "test.align").exists():
+    found = corpus_buckets(corpus, hyps_root, data_root)
+    if found is None:
         return []
-    spec = suite_of(corpus)
-    refs = references(corpus, spec, data_root)
-    buckets = difficulty_buckets(pair_taus(folder / "test.align", len(refs)))
+    spec, refs, buckets = found
+    folder = hyps_root / corpus
     columns = [0, 1, len(buckets) - 1] if len(buckets) == 3 else [0, None, len(buckets) - 1]
     ranges = ["-" if b is None else f"{buckets[b].label} ({len(buckets[b].indices)} pairs)" for b in columns]
     rows = [[corpus, "test pairs", "-", *ranges, ranges[0], ranges[2], "-"]]
@@ -338,11 +372,20 @@ def mean_dev_loss(folder: Path, system: str) -> dict[int, float]:
     return {int(update): statistics.fmean(curve[update] for curve in curves) for update in sorted(updates)}
 
 
-def write_figures(comparisons: list[Comparison], hyps_root: Path, figures: Path) -> list[Path]:
+def write_figures(comparisons: list[Comparison], hyps_root: Path, data_root: Path, figures: Path) -> list[Path]:
     """``figures/verdicts_gains.png``: each ready comparison's gain per seed, their mean and the verdict rule's
     band of twice the baseline's seed sd; ``figures/verdicts_dev_loss.png``: every comparison's two dev loss
-    curves, each averaged over its seeds, so that a gap which closes with training shows."""
+    curves, each averaged over its seeds, so that a gap which closes with training shows;
+    ``figures/verdicts_order_CORPUS.png``: each system's BLEU difference per third of the test pairs by
+    reordering difficulty (:func:`order_gains`), where the corpus has its test links."""
     paths = []
+    claims = [c.claim for c in comparisons]
+    for corpus in dict.fromkeys(claim["corpus"] for claim in claims):
+        labels, series = order_gains(corpus, claims, hyps_root, data_root)
+        if series:
+            paths.append(line_plot(labels, series, "alignment τ of the test pairs (left: most reordered)",
+                                   "BLEU difference to the comparison system", figures / f"verdicts_order_{corpus}.png",
+                                   f"{corpus}: gains by reordering difficulty (seed means)"))
     ready = [c for c in comparisons if c.ready]
     if ready:
         paths.append(gain_plot([(c.label, c.gains, 2 * c.baseline_sd) for c in ready],
@@ -380,7 +423,7 @@ def write_tables(claims: list[dict], hyps_root: Path, data_root: Path, out: Path
     if order:
         tables[out.with_name(f"{out.stem}_order.md")] = markdown_table(ORDER_HEADER, order)
     out.parent.mkdir(parents=True, exist_ok=True)
-    write_figures(comparisons, hyps_root, out.parent / "figures")
+    write_figures(comparisons, hyps_root, data_root, out.parent / "figures")
     for path, table in tables.items():
         with atomic_write(path) as handle:
             handle.write(table)

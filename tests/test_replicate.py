@@ -139,6 +139,10 @@ def test_the_order_table_scores_each_third_of_the_test_pairs_by_alignment_tau(tm
     rnn_claim = {**claims[0], "baseline": "rnnsearch", "system": "rnn_h_distortion"}
     rnn_row = verdicts.order_rows("multi30k", [*claims, rnn_claim], tmp_path / "hyps", tmp_path / "data")[-1]
     assert rnn_row[1] == "rnn_h_distortion vs rnnsearch" and rnn_row[3] == "100.00" and rnn_row[8] == "-"
+    labels, series = verdicts.order_gains("multi30k", claims, tmp_path / "hyps", tmp_path / "data")
+    assert labels == ["τ -1.00..-1.00", "τ 1.00..1.00"] and list(series) == ["exgre vs baseline"]
+    assert series["exgre vs baseline"][0] == pytest.approx(100 - float(rows[1][3].split(" (")[0]), abs=0.01)
+    assert series["exgre vs baseline"][1] == pytest.approx(0.0)  # the gain lies in the hard third only
     (hyps / "test.align").write_text("0-0\n", encoding="utf-8")
     with pytest.raises(verdicts.InputError, match="test.align: 1 lines of links for 33 test pairs"):
         verdicts.order_rows("multi30k", claims, tmp_path / "hyps", tmp_path / "data")
@@ -168,10 +172,11 @@ def test_dev_loss_curves_are_averaged_over_seeds_and_the_figures_drawn(tmp_path)
     pending = verdicts.Comparison(claim, ["a"], False, {1: ["a"], 2: ["a"]}, {1: ["a"]}, {1: 30.0, 2: 31.0},
                                    {1: 32.0})
     figures = tmp_path / "figures"
-    assert verdicts.write_figures([pending], tmp_path / "hyps", figures) == [figures / "verdicts_dev_loss.png"]
+    assert verdicts.write_figures([pending], tmp_path / "hyps", tmp_path / "data", figures) == [
+        figures / "verdicts_dev_loss.png"]  # no test.align: no figure by reordering difficulty
     ready = verdicts.Comparison({**claim, "seeds": 1}, **{k: v for k, v in vars(pending).items() if k != "claim"})
     assert ready.gains == [2.0] and ready.baseline_sd == pytest.approx(0.7071, abs=1e-4)
-    paths = verdicts.write_figures([ready], tmp_path / "hyps", figures)
+    paths = verdicts.write_figures([ready], tmp_path / "hyps", tmp_path / "data", figures)
     assert [path.name for path in paths] == ["verdicts_gains.png", "verdicts_dev_loss.png"]
     assert all(path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for path in paths)
 

@@ -34,13 +34,20 @@ def save(figure: Any, path: str | Path) -> Path:
     return Path(path)
 
 
+LEGEND_INSIDE = 5  # lines whose legend still fits inside the axes of a line plot
+
+
 def line_plot(
     x_labels: Sequence[str], series: Mapping[str, Sequence[float]], xlabel: str, ylabel: str, path: str | Path,
     title: str = "",
 ) -> Path:
-    """Write a PNG with one marked line per entry of ``series`` over the categorical ``x_labels``."""
+    """Write a PNG with one marked line per entry of ``series`` over the categorical ``x_labels``; beyond
+    :data:`LEGEND_INSIDE` lines the legend goes to the right of the axes, where it hides none of them."""
     plt = pyplot()
-    figure, axes = plt.subplots(figsize=(6.4, 4.0))
+    outside = len(series) > LEGEND_INSIDE
+    figure, axes = plt.subplots(figsize=(10.0 if outside else 6.4, 4.0))
+    if len(series) > len(plt.cm.tab10.colors):  # no two lines of one colour
+        axes.set_prop_cycle(color=plt.cm.tab20.colors)
     positions = list(range(len(x_labels)))
     for name, values in series.items():
         axes.plot(positions, list(values), marker="o", label=name)
@@ -50,7 +57,10 @@ def line_plot(
     if title:
         axes.set_title(title)
     axes.grid(alpha=0.3)
-    axes.legend()
+    if outside:
+        axes.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), fontsize="small")
+    else:
+        axes.legend()
     figure.tight_layout()
     return save(figure, path)
 

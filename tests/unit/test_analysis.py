@@ -58,6 +58,10 @@ def test_tables_and_plot_are_written(tmp_path):
     assert (tmp_path / "t.tsv").read_text().splitlines() == ["system\tBLEU", "base\t30.123"]
     png = line_plot(["0%", "50%"], {"base": [30.0, 10.0], "new": [31.0, 12.0]}, "x", "BLEU", tmp_path / "p.png")
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    many = line_plot(["0%", "50%"], {f"system {i}": [float(i), i + 1.0] for i in range(11)}, "x", "BLEU",
+                     tmp_path / "many.png")
+    width = int.from_bytes(many.read_bytes()[16:20], "big")  # the PNG header's width
+    assert width > int.from_bytes(png.read_bytes()[16:20], "big")  # room for the legend beside the axes
 
 
 def test_length_report_counts_characters_for_unsegmented_sources(tmp_path):
