@@ -26,12 +26,14 @@ from __future__ import annotations
 
 import argparse
 import gzip
+import os
 import re
 import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+import torch
 import yaml
 from compare import RECIPES, ROOT, data_folder, folder_lock, prepare, system_entry, train
 from verdicts import Comparison, compare, read_claims, seeds_of, split_seed, suite_folder, write_tables
@@ -41,7 +43,9 @@ from ordo.analysis.systems import training_figures
 from ordo.build import count_parameters
 from ordo.cli import main as ordo
 from ordo.data.textio import atomic_write, read_lines, read_yaml
+from ordo.precision import amp_dtype
 from ordo.training.checkpoint import load_checkpoint
+from ordo.training.distributed import resolve_device
 
 HYPS = ROOT / "bench" / "hyps"
 VALID_LINE = re.compile(r"valid \| update (\d+) \| loss ([0-9.]+)")
@@ -78,9 +82,14 @@ def parse_args() -> argparse.Namespace:
 
 
 def commit_id() -> str:
-    """The checkout's commit, with ``+changes`` when tracked files differ from it."""
-    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True,
-                          check=True).stdout.strip()
+    """The checkout's commit, with ``+changes`` when tracked files differ from it; in a copy without git's
+    metadata (a GPU machine's copy of the working tree), the commit named by ``ORDO_COMMIT``."""
+    head_run = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=False)
+    if head_run.returncode != 0:
+        if "ORDO_COMMIT" not in os.environ:
+            sys.exit(f"{ROOT} is not a git checkout: name the commit it is a copy of in ORDO_COMMIT")
+        return os.environ["ORDO_COMMIT"]
+    head = head_run.stdout.strip()
     dirty = subprocess.run(["git", "diff", "--quiet", "HEAD", "--", "ordo", "recipes"], cwd=ROOT,
                            check=False).returncode != 0
     return head + ("+changes" if dirty else "")
@@ -128,6 +137,17 @@ def keep_test_links(data: Path, folder: Path) -> None:
             handle.write(links.read_text(encoding="utf-8"))
 
 
+def training_device(run_dir: Path) -> dict[str, str]:
+    """The device this process trains ``run_dir``'s config on (``auto``: CUDA when there is a GPU) and the
+    autocast precision of its ``train.amp`` there: a GPU's name with ``bfloat16`` for the default ``auto``,
+    ``cpu`` with ``float32`` on a CPU."""
+    train_config = read_yaml(run_dir / "config.yaml")["train"]
+    device = resolve_device(train_config.get("device", "auto"))
+    dtype = amp_dtype(train_config.get("amp", "auto"), device)
+    name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
+    return {"device": name, "precision": str(dtype or torch.float32).removeprefix("torch.")}
+
+
 def record(run_dir: Path, name: str, seed: int, overrides: list[str], sources: list[str], hyps_path: Path,
            settings_path: Path) -> None:
     """Translate ``sources`` with the averaged checkpoint; write the hypotheses and the settings (with the CPU
@@ -139,7 +159,7 @@ def record(run_dir: Path, name: str, seed: int, overrides: list[str], sources: l
         "system": name, "seed": seed, "overrides": overrides, "updates": figures.updates,
         "train_minutes": round(figures.minutes, 1), "parameters": count_parameters(run.model),
         "averaged": load_checkpoint(run_dir / "checkpoints" / "averaged.pt")["averaged"], "commit": commit_id(),
-        "threads": read_yaml(run_dir / "config.yaml")["train"]["threads"],
+        "threads": read_yaml(run_dir / "config.yaml")["train"]["threads"], **training_device(run_dir),
         "dev_loss": dev_loss_curve(run_dir),
     }
     hyps_path.parent.mkdir(parents=True, exist_ok=True)

@@ -270,3 +270,19 @@ def test_tables_can_leave_the_results_document_alone(monkeypatch):
     assert replicate.parse_args().results is None  # was Path("."), which the tables then tried to open
     monkeypatch.setattr(sys, "argv", ["replicate.py", "tables"])
     assert replicate.parse_args().results.name == "RESULTS.md"
+
+
+def test_a_copy_without_git_names_its_commit_from_the_environment_or_stops(tmp_path, monkeypatch):
+    monkeypatch.setattr(replicate, "ROOT", tmp_path)
+    monkeypatch.delenv("ORDO_COMMIT", raising=False)
+    with pytest.raises(SystemExit, match="not a git checkout.*ORDO_COMMIT"):
+        replicate.commit_id()
+    monkeypatch.setenv("ORDO_COMMIT", "0123abc")
+    assert replicate.commit_id() == "0123abc"
+
+
+def test_the_settings_name_the_training_device_and_its_precision(tmp_path):
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump({"train": {"device": "cpu", "amp": "auto"}}))
+    assert replicate.training_device(tmp_path) == {"device": "cpu", "precision": "float32"}
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump({"train": {"device": "cpu", "amp": "bf16"}}))
+    assert replicate.training_device(tmp_path) == {"device": "cpu", "precision": "bfloat16"}
