@@ -82,13 +82,14 @@ def parse_args() -> argparse.Namespace:
 
 
 def commit_id() -> str:
-    """The checkout's commit, with ``+changes`` when tracked files differ from it; in a copy without git's
-    metadata (a GPU machine's copy of the working tree), the commit named by ``ORDO_COMMIT``."""
+    """The commit named by ``ORDO_COMMIT`` when set (a copy of the tree whose git metadata is not its own, as on a
+    GPU machine, which receives the working tree with the session's first commit's .git), else the checkout's
+    commit, with ``+changes`` when tracked files differ from it."""
+    if "ORDO_COMMIT" in os.environ:
+        return os.environ["ORDO_COMMIT"]
     head_run = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=False)
     if head_run.returncode != 0:
-        if "ORDO_COMMIT" not in os.environ:
-            sys.exit(f"{ROOT} is not a git checkout: name the commit it is a copy of in ORDO_COMMIT")
-        return os.environ["ORDO_COMMIT"]
+        sys.exit(f"{ROOT} is not a git checkout: name the commit it is a copy of in ORDO_COMMIT")
     head = head_run.stdout.strip()
     dirty = subprocess.run(["git", "diff", "--quiet", "HEAD", "--", "ordo", "recipes"], cwd=ROOT,
                            check=False).returncode != 0

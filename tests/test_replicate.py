@@ -3,6 +3,7 @@ name real systems, the runs still needed and the queue that runs them."""
 
 import argparse
 import gzip
+import re
 import sys
 from pathlib import Path
 
@@ -279,6 +280,13 @@ def test_a_copy_without_git_names_its_commit_from_the_environment_or_stops(tmp_p
         replicate.commit_id()
     monkeypatch.setenv("ORDO_COMMIT", "0123abc")
     assert replicate.commit_id() == "0123abc"
+
+
+def test_the_named_commit_wins_over_a_checkout_whose_git_is_stale(monkeypatch):
+    monkeypatch.setenv("ORDO_COMMIT", "0123abc")
+    assert replicate.commit_id() == "0123abc"
+    monkeypatch.delenv("ORDO_COMMIT")
+    assert re.fullmatch(r"[0-9a-f]{40}(\+changes)?", replicate.commit_id())
 
 
 def test_the_settings_name_the_training_device_and_its_precision(tmp_path):
