@@ -202,7 +202,7 @@ def run_system(args: argparse.Namespace, label: str) -> bool:
             keep_test_links(data, HYPS / spec["corpus"])
         train(suite, label, overrides, data, run_dir, int(spec["steps"]), args.threads, [], int(spec["average_last"]))
         sources = read_lines(data_dir / f"{spec['splits']['test']}.{spec['src']}.gz")
-        record(run_dir, name, seed, overrides, sources, hyps_path, settings_path)
+        record(run_dir, f"oracle_{name}" if args.oracle else name, seed, overrides, sources, hyps_path, settings_path)
     return True
 
 

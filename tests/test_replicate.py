@@ -265,6 +265,12 @@ def test_a_run_another_process_holds_is_left_alone_and_a_recorded_one_not_traine
     assert calls == ["prepare", "train", ("record", ["a man"], "train.seed=1")]
     assert replicate.run_system(args, "exgre.seed1") is True and len(calls) == 3  # recorded: nothing to do
 
+    monkeypatch.setattr(replicate, "oracle_corpus", lambda *args: corpus)
+    monkeypatch.setattr(replicate, "record", lambda run_dir, name, *args: calls.append(("record", name)))
+    oracle = argparse.Namespace(**{**vars(args), "oracle": True})
+    assert replicate.run_system(oracle, "baseline.seed1") is True
+    assert calls[-1] == ("record", "oracle_baseline")  # its settings name the system as its files do
+
 
 def test_tables_can_leave_the_results_document_alone(monkeypatch):
     monkeypatch.setattr(sys, "argv", ["replicate.py", "tables", "--results", ""])
