@@ -138,11 +138,10 @@ def keep_test_links(data: Path, folder: Path) -> None:
             handle.write(links.read_text(encoding="utf-8"))
 
 
-def training_device(run_dir: Path) -> dict[str, str]:
-    """The device this process trains ``run_dir``'s config on (``auto``: CUDA when there is a GPU) and the
-    autocast precision of its ``train.amp`` there: a GPU's name with ``bfloat16`` for the default ``auto``,
-    ``cpu`` with ``float32`` on a CPU."""
-    train_config = read_yaml(run_dir / "config.yaml")["train"]
+def training_device(train_config: dict) -> dict[str, str]:
+    """The device this process trains on under ``train_config`` (a run's ``train`` settings; ``auto``: CUDA when
+    there is a GPU) and the autocast precision of its ``train.amp`` there: a GPU's name with ``bfloat16`` for the
+    default ``auto``, ``cpu`` with ``float32`` on a CPU."""
     device = resolve_device(train_config.get("device", "auto"))
     dtype = amp_dtype(train_config.get("amp", "auto"), device)
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
@@ -152,15 +151,16 @@ def training_device(run_dir: Path) -> dict[str, str]:
 def record(run_dir: Path, name: str, seed: int, overrides: list[str], sources: list[str], hyps_path: Path,
            settings_path: Path) -> None:
     """Translate ``sources`` with the averaged checkpoint; write the hypotheses and the settings (with the CPU
-    threads the run trained with, the last ones where it was resumed) atomically."""
+    threads, device and precision the run trained with, the last ones where it was resumed) atomically."""
     run = api.load_run(run_dir, "averaged")
+    train_config = read_yaml(run_dir / "config.yaml")["train"]
     hyps = run.translate(sources)
     figures = training_figures(run_dir)
     settings = {
         "system": name, "seed": seed, "overrides": overrides, "updates": figures.updates,
         "train_minutes": round(figures.minutes, 1), "parameters": count_parameters(run.model),
         "averaged": load_checkpoint(run_dir / "checkpoints" / "averaged.pt")["averaged"], "commit": commit_id(),
-        "threads": read_yaml(run_dir / "config.yaml")["train"]["threads"], **training_device(run_dir),
+        "threads": train_config["threads"], **training_device(train_config),
         "dev_loss": dev_loss_curve(run_dir),
     }
     hyps_path.parent.mkdir(parents=True, exist_ok=True)
@@ -185,12 +185,13 @@ def run_system(args: argparse.Namespace, label: str) -> bool:
         if not held:
             print(f"== {label}: another process is running it", flush=True)
             return False
-        hyps_path, settings_path = record_paths(HYPS / spec["corpus"], f"oracle_{label}" if args.oracle else label)
+        recorded = f"oracle_{name}" if args.oracle else name  # beside the corpus's other systems
+        hyps_path, settings_path = record_paths(HYPS / spec["corpus"], f"{recorded}.seed{seed}")
         if hyps_path.exists():
             print(f"== {label}: recorded already ({hyps_path})", flush=True)
             return True
         data_dir = args.data_dir or ROOT.parent / "shared" / "data" / spec["corpus"]
-        if args.oracle:  # recorded as oracle_SYSTEM.seedN beside the corpus's other systems
+        if args.oracle:
             prepare(suite / "prepare.yaml", spec, data_dir, data_folder(work, "prepare.yaml"))
             data_dir = oracle_corpus(data_folder(work, "prepare.yaml"), spec, work / "oracle_corpus")
             work = work / "oracle"
@@ -202,7 +203,7 @@ def run_system(args: argparse.Namespace, label: str) -> bool:
             keep_test_links(data, HYPS / spec["corpus"])
         train(suite, label, overrides, data, run_dir, int(spec["steps"]), args.threads, [], int(spec["average_last"]))
         sources = read_lines(data_dir / f"{spec['splits']['test']}.{spec['src']}.gz")
-        record(run_dir, f"oracle_{name}" if args.oracle else name, seed, overrides, sources, hyps_path, settings_path)
+        record(run_dir, recorded, seed, overrides, sources, hyps_path, settings_path)
     return True
 
 

@@ -295,8 +295,6 @@ def test_the_named_commit_wins_over_a_checkout_whose_git_is_stale(monkeypatch):
     assert re.fullmatch(r"[0-9a-f]{40}(\+changes)?", replicate.commit_id())
 
 
-def test_the_settings_name_the_training_device_and_its_precision(tmp_path):
-    (tmp_path / "config.yaml").write_text(yaml.safe_dump({"train": {"device": "cpu", "amp": "auto"}}))
-    assert replicate.training_device(tmp_path) == {"device": "cpu", "precision": "float32"}
-    (tmp_path / "config.yaml").write_text(yaml.safe_dump({"train": {"device": "cpu", "amp": "bf16"}}))
-    assert replicate.training_device(tmp_path) == {"device": "cpu", "precision": "bfloat16"}
+def test_the_settings_name_the_training_device_and_its_precision():
+    assert replicate.training_device({"device": "cpu", "amp": "auto"}) == {"device": "cpu", "precision": "float32"}
+    assert replicate.training_device({"device": "cpu", "amp": "bf16"}) == {"device": "cpu", "precision": "bfloat16"}
