@@ -1,23 +1,29 @@
-"""The verdict runs (issue 25): each system of a suite under several seeds, at the suite's fixed update budget,
-with the small files anyone can rescore from committed under bench/hyps/CORPUS/.
+"""The verdict runs (issues 25 and 40): each system of a suite under several seeds, at the suite's fixed update
+budget, with the small files anyone can rescore from committed under bench/hyps/CORPUS/SET/.
 
 ``run`` trains (or resumes) each ``SYSTEM.seedN`` of a suite (recipes/SUITE/systems.yaml's overrides plus
 ``train.seed=N``) to suite.yaml's ``steps`` updates, averages its last ``average_last`` checkpoints, translates
-the test set with beam search, and writes ``bench/hyps/CORPUS/SYSTEM.seedN.txt`` (one line per source line)
-and ``SYSTEM.seedN.yaml`` (overrides, updates, training minutes, parameters, checkpoints averaged, commit,
-dev loss curve). ``--oracle`` trains the suite's systems on the corpus whose every source sentence is put in
-target order by the prepared data's word alignments (paper 000's Figure 2 upper bound), as ``oracle_SYSTEM``.
+the test set with beam search, and writes ``bench/hyps/CORPUS/SET/SYSTEM.seedN.txt`` (one line per source line)
+and ``SYSTEM.seedN.yaml`` (overrides, updates, training minutes, parameters, checkpoints averaged, commit, device,
+CPU, threads, precision, the prepared data's hash, dev loss curve). SET names the exchangeable set the run
+belongs to (:func:`set_name`): the device (a GPU's name, or the CPU's model name, family and model number), the
+CPU threads (not on a GPU) and the precision, e.g. ``cpu-amd-epyc-25-1-t1-fp32`` or ``gpu-nvidia-h200-bf16``.
+A run starts only from a checkout whose ordo/ and recipes/ are committed (:func:`commit_id`) and whose own ordo
+package the process runs (:func:`check_ordo_source`: in a git worktree, with ``PYTHONPATH=WORKTREE``). ``--oracle
+trains the suite's systems on the corpus whose every source sentence is put in target order by the prepared
+data's word alignments (paper 000's Figure 2 upper bound), as ``oracle_SYSTEM``.
 
 ``tables`` rebuilds the verdicts tables and figures from those files alone (recipes/verdicts.py).
 
-``pending`` lists the runs the verdicts still need, in the order they are worth running (:func:`pending_runs`):
-the baseline's three seeds, then one seed of every system, then the second seeds, a corpus at a time, and last
-a third seed of both systems of a claim whose first two seeds disagree on the sign of the gain. ``queue`` works
-that list off, each time the next run no other process holds (``run`` takes the same lock), until every run is
-recorded or held by another process: two workers of one thread each, started side by side, share the list.
+``pending`` lists the runs the claims still need in this machine's set of each suite (:func:`pending_runs`):
+each claim's ``seeds`` of both its systems, seed by seed across systems (seed 1 of every system, comparison
+systems first, then seed 2, ...), leaving out the claims marked ``first_pass`` and the suites that need a GPU
+where there is none. ``queue`` works that list off, each time the next run no other process holds (``run``
+takes the same lock), until every run is recorded or held by another process: two workers of one thread each,
+started side by side, share the list.
 
 usage: python recipes/replicate.py run --suite enja_verdict [--work DIR] [--oracle] SYSTEM.seedN [...]
-       python recipes/replicate.py pending [--suite SUITE ...]
+       python recipes/replicate.py pending [--suite SUITE ...] [--threads N]
        python recipes/replicate.py queue [--suite SUITE ...] [--threads N]
        python recipes/replicate.py tables [--out bench/results/verdicts.md] [--results bench/RESULTS.md]
 """
@@ -26,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import gzip
+import hashlib
 import os
 import re
 import subprocess
@@ -36,12 +43,13 @@ from pathlib import Path
 import torch
 import yaml
 from compare import RECIPES, ROOT, data_folder, folder_lock, prepare, system_entry, train
-from verdicts import Comparison, compare, read_claims, seeds_of, split_seed, suite_folder, write_tables
+from verdicts import read_claims, seeds_of, split_seed, suite_folder, write_tables
 
-from ordo import api
+from ordo import api, gemm
 from ordo.analysis.systems import training_figures
 from ordo.build import count_parameters
 from ordo.cli import main as ordo
+from ordo.config import merge, parse_overrides
 from ordo.data.textio import atomic_write, read_lines, read_yaml
 from ordo.precision import amp_dtype
 from ordo.training.checkpoint import load_checkpoint
@@ -49,6 +57,11 @@ from ordo.training.distributed import resolve_device
 
 HYPS = ROOT / "bench" / "hyps"
 VALID_LINE = re.compile(r"valid \| update (\d+) \| loss ([0-9.]+)")
+# the files of a prepared data folder that define what a run trains on: its metadata, vocabularies, lattice
+# segmenters and the training and validation token arrays (with their per-token fields, e.g. reorder positions)
+DATA_FILES = ("data.yaml", "*.model", "lattice/*", "train.*.bin", "train.*.idx", "valid.*.bin", "valid.*.idx")
+PRECISIONS = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}
+CPU_FLAGS = ("avx2", "avx512f", "amx_tile")
 
 
 def parse_args() -> argparse.Namespace:
@@ -62,17 +75,15 @@ def parse_args() -> argparse.Namespace:
     run.add_argument("--oracle", action="store_true", help="train on the target-order source corpus")
     run.add_argument("--threads", type=int, help="CPU threads per run (default: the suite's train.yaml); two queues "
                      "of one thread each train about 20%% more updates per hour on 2 cores than one of two")
-    for verb, text in (("pending", "list the runs the verdicts still need"),
+    for verb, text in (("pending", "list the runs the verdicts still need in this machine's sets"),
                        ("queue", "run what the verdicts still need, beside other workers")):
         listing = verbs.add_parser(verb, help=text)
         listing.add_argument("--suite", action="append", dest="suites", metavar="SUITE",
                              help="only this suite's runs (repeatable; default: every verdict suite)")
-        listing.add_argument("--data-root", type=Path, default=ROOT.parent / "shared" / "data", help="corpus folders")
-        if verb == "queue":
-            listing.add_argument("--threads", type=int, help="CPU threads of each run (as for run)")
+        listing.add_argument("--threads", type=int, help="CPU threads of each run (as for run)")
     tables = verbs.add_parser("tables", help="rebuild the verdicts table from bench/hyps/")
     tables.add_argument("--hyps", type=Path, default=HYPS,
-                        help="folder of CORPUS/SYSTEM.seedN.txt (default: %(default)s)")
+                        help="folder of CORPUS/SET/SYSTEM.seedN.txt (default: %(default)s)")
     tables.add_argument("--data-root", type=Path, default=ROOT.parent / "shared" / "data", help="corpus folders")
     tables.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "verdicts.md")
     tables.add_argument("--results", type=lambda value: Path(value) if value else None,
@@ -81,19 +92,34 @@ def parse_args() -> argparse.Namespace:
     return parser.parse_args()
 
 
+def git(*args: str) -> subprocess.CompletedProcess:
+    """``git ARGS`` in the checkout, its output captured."""
+    return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, check=False)
+
+
 def commit_id() -> str:
     """The commit named by ``ORDO_COMMIT`` when set (a copy of the tree whose git metadata is not its own, as on a
     GPU machine, which receives the working tree with the session's first commit's .git), else the checkout's
-    commit, with ``+changes`` when tracked files differ from it."""
+    commit; stops, saying to commit first, when ordo/ or recipes/ differ from it (changed or untracked files)."""
     if "ORDO_COMMIT" in os.environ:
         return os.environ["ORDO_COMMIT"]
-    head_run = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=False)
-    if head_run.returncode != 0:
+    head = git("rev-parse", "HEAD")
+    if head.returncode != 0:
         sys.exit(f"{ROOT} is not a git checkout: name the commit it is a copy of in ORDO_COMMIT")
-    head = head_run.stdout.strip()
-    dirty = subprocess.run(["git", "diff", "--quiet", "HEAD", "--", "ordo", "recipes"], cwd=ROOT,
-                           check=False).returncode != 0
-    return head + ("+changes" if dirty else "")
+    changed = git("status", "--porcelain", "--", "ordo", "recipes").stdout.split("\n")
+    if any(changed):
+        sys.exit(f"{ROOT}: ordo/ or recipes/ differ from HEAD {head.stdout.strip()[:7]} "
+                 f"({', '.join(line[3:] for line in changed if line)}): commit first, so that every run names the "
+                 "code it trained")
+    return head.stdout.strip()
+
+
+def check_ordo_source() -> None:
+    """Stop unless this process runs the checkout's own ordo package: an editable install of another checkout
+    (e.g. the main one, beside a worktree) would train other code than the commit the run records."""
+    source = Path(api.__file__).resolve().parents[1]
+    if source != ROOT.resolve():
+        sys.exit(f"this process imports ordo from {source}, not from {ROOT}: run it with PYTHONPATH={ROOT}")
 
 
 def dev_loss_curve(run_dir: Path) -> dict[int, float]:
@@ -138,6 +164,28 @@ def keep_test_links(data: Path, folder: Path) -> None:
             handle.write(links.read_text(encoding="utf-8"))
 
 
+def data_hash(data: Path) -> str:
+    """SHA-256 over the names and bytes of the files of the prepared data folder ``data`` that define what a run
+    trains on (:data:`DATA_FILES`), in name order."""
+    digest = hashlib.sha256()
+    files = sorted({path for pattern in DATA_FILES for path in data.glob(pattern) if path.is_file()})
+    for path in files:
+        digest.update(f"{path.relative_to(data)}\n".encode())
+        with open(path, "rb") as handle:
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(block)
+    return digest.hexdigest()
+
+
+def cpu_settings() -> dict[str, str | bool]:
+    """The CPU of this machine (/proc/cpuinfo's first processor): model name, family, model number and whether it
+    has the AVX2, AVX-512F and AMX tile instructions."""
+    info = gemm.cpuinfo()
+    flags = set(info.get("flags", "").split())
+    return {"model": info.get("model name", "unknown"), "family": info.get("cpu family", ""),
+            "model_number": info.get("model", ""), **{flag: flag in flags for flag in CPU_FLAGS}}
+
+
 def training_device(train_config: dict) -> dict[str, str]:
     """The device this process trains on under ``train_config`` (a run's ``train`` settings; ``auto``: CUDA when
     there is a GPU) and the autocast precision of its ``train.amp`` there: a GPU's name with ``bfloat16`` for the
@@ -148,62 +196,130 @@ def training_device(train_config: dict) -> dict[str, str]:
     return {"device": name, "precision": str(dtype or torch.float32).removeprefix("torch.")}
 
 
-def record(run_dir: Path, name: str, seed: int, overrides: list[str], sources: list[str], hyps_path: Path,
-           settings_path: Path) -> None:
-    """Translate ``sources`` with the averaged checkpoint; write the hypotheses and the settings (with the CPU
-    threads, device and precision the run trained with, the last ones where it was resumed) atomically."""
+def train_settings(suite: Path, overrides: list[str], threads: int | None) -> dict:
+    """The ``train`` settings a run of ``suite`` with ``overrides`` (and ``threads``, when given) trains under."""
+    extra = [f"train.threads={threads}"] if threads else []
+    return merge(read_yaml(suite / "train.yaml"), parse_overrides([*extra, *overrides])).get("train", {})
+
+
+def machine_settings(train_config: dict) -> dict:
+    """What makes runs under ``train_config`` on this machine exchangeable: CPU threads, device, precision, the
+    CPU (:func:`cpu_settings`) and the CPU matrix multiply backend ``train.cpu_gemm`` resolves to."""
+    return {"threads": int(train_config.get("threads") or torch.get_num_threads()), **training_device(train_config),
+            "cpu": cpu_settings(), "cpu_gemm": gemm.resolve(train_config.get("cpu_gemm", "auto"))}
+
+
+def slug(text: str) -> str:
+    """``text`` in lower case with every run of other characters than letters and digits as one ``-``."""
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
+
+
+def set_name(machine: dict) -> str:
+    """The exchangeable set of runs with ``machine``'s settings (:func:`machine_settings`): ``gpu-NAME-PRECISION``
+    on a GPU, ``cpu-MODEL-FAMILY-MODELNUMBER-tTHREADS-PRECISION`` on a CPU (trademarks, clock and core count left
+    out of the model name)."""
+    precision = PRECISIONS.get(machine["precision"], machine["precision"])
+    if machine["device"] != "cpu":
+        return slug(f"gpu {machine['device']} {precision}")
+    cpu = machine["cpu"]
+    model = re.sub(r"\((r|tm)\)|@.*|\bcpu\b|\bprocessor\b|\d+-core", " ", cpu["model"].lower())
+    return slug(f"cpu {model} {cpu['family']} {cpu['model_number']} t{machine['threads']} {precision}")
+
+
+def record(run_dir: Path, settings: dict, sources: list[str], hyps_path: Path, settings_path: Path) -> None:
+    """Translate ``sources`` with the averaged checkpoint; write the hypotheses and the settings (``settings``,
+    fixed before training, with the run's updates, minutes, parameters, checkpoints averaged and dev loss curve)
+    atomically."""
     run = api.load_run(run_dir, "averaged")
-    train_config = read_yaml(run_dir / "config.yaml")["train"]
     hyps = run.translate(sources)
     figures = training_figures(run_dir)
-    settings = {
-        "system": name, "seed": seed, "overrides": overrides, "updates": figures.updates,
+    written = {
+        **{key: settings[key] for key in ("system", "seed", "overrides")}, "updates": figures.updates,
         "train_minutes": round(figures.minutes, 1), "parameters": count_parameters(run.model),
-        "averaged": load_checkpoint(run_dir / "checkpoints" / "averaged.pt")["averaged"], "commit": commit_id(),
-        "threads": train_config["threads"], **training_device(train_config),
+        "averaged": load_checkpoint(run_dir / "checkpoints" / "averaged.pt")["averaged"],
+        **{key: value for key, value in settings.items() if key not in ("system", "seed", "overrides")},
         "dev_loss": dev_loss_curve(run_dir),
     }
     hyps_path.parent.mkdir(parents=True, exist_ok=True)
     with atomic_write(hyps_path) as handle:
         handle.write("".join(f"{hyp}\n" for hyp in hyps))
     with atomic_write(settings_path) as handle:
-        yaml.safe_dump(settings, handle, sort_keys=False)
-    print(f"== {name} seed {seed}: {hyps_path}", flush=True)
+        yaml.safe_dump(written, handle, sort_keys=False)
+    print(f"== {settings['system']} seed {settings['seed']}: {hyps_path}", flush=True)
+
+
+@dataclass(frozen=True)
+class PlannedRun:
+    """A ``SYSTEM.seedN`` of a suite as it will run on this machine: its overrides, prepare config, settings
+    fixed before training (commit and :func:`machine_settings`), exchangeable set and run folder."""
+
+    name: str
+    seed: int
+    recorded: str
+    prepare_file: str
+    overrides: list[str]
+    settings: dict
+    set: str
+    run_dir: Path
+
+
+def plan_run(args: argparse.Namespace, label: str) -> PlannedRun:
+    """How ``label`` of ``args.suite`` runs here; stops for an unknown system or an uncommitted checkout. Its run
+    folder, ``WORK/runs/SET/COMMIT/SYSTEM.seedN``, is never resumed on another set or at another commit."""
+    suite = RECIPES / args.suite
+    systems = read_yaml(suite / "systems.yaml")
+    name, seed = split_seed(label)
+    if name not in systems:
+        sys.exit(f"unknown system {name}; {suite / 'systems.yaml'} has {sorted(systems)}")
+    check_ordo_source()
+    commit = commit_id()
+    prepare_file, overrides = system_entry(name, systems[name])
+    overrides = [*overrides, f"train.seed={seed}"]
+    machine = machine_settings(train_settings(suite, overrides, args.threads))
+    work = (args.work or ROOT / "work" / args.suite) / ("oracle" if args.oracle else "")
+    recorded = f"oracle_{name}" if args.oracle else name  # beside the corpus's other systems
+    settings = {"system": recorded, "seed": seed, "overrides": overrides, "commit": commit, **machine}
+    return PlannedRun(name, seed, recorded, prepare_file, overrides, settings, set_name(machine),
+                      work / "runs" / set_name(machine) / commit[:12] / label)
+
+
+def prepared_data(args: argparse.Namespace, spec: dict, prepare_file: str) -> tuple[Path, Path]:
+    """(corpus folder, prepared data folder) of a run of ``args.suite`` with ``prepare_file``, prepared once
+    (``args.oracle``: the target-order source corpus, from the suite's aligned data)."""
+    suite = RECIPES / args.suite
+    work = args.work or ROOT / "work" / args.suite
+    data_dir = args.data_dir or ROOT.parent / "shared" / "data" / spec["corpus"]
+    if args.oracle:
+        prepare(suite / "prepare.yaml", spec, data_dir, data_folder(work, "prepare.yaml"))
+        data_dir = oracle_corpus(data_folder(work, "prepare.yaml"), spec, work / "oracle_corpus")
+        work = work / "oracle"
+    data = data_folder(work, prepare_file)
+    prepare(suite / prepare_file, spec, data_dir, data)
+    return data_dir, data
 
 
 def run_system(args: argparse.Namespace, label: str) -> bool:
     """Train and record one ``SYSTEM.seedN`` of ``args.suite`` (``args.oracle``: on the target-order source
-    corpus) under a lock beside its run folder; False, doing nothing, when another process holds the lock."""
-    suite = RECIPES / args.suite
-    spec, systems = read_yaml(suite / "suite.yaml"), read_yaml(suite / "systems.yaml")
-    name, seed = split_seed(label)
-    if name not in systems:
-        sys.exit(f"unknown system {name}; {suite / 'systems.yaml'} has {sorted(systems)}")
-    work = args.work or ROOT / "work" / args.suite
-    run_dir = (work / "oracle" if args.oracle else work) / "runs" / label
-    with folder_lock(run_dir, wait=False) as held:
+    corpus) in its set's folder, under a lock beside its run folder; False, doing nothing, when another process
+    holds the lock."""
+    spec = read_yaml(RECIPES / args.suite / "suite.yaml")
+    plan = plan_run(args, label)
+    with folder_lock(plan.run_dir, wait=False) as held:
         if not held:
             print(f"== {label}: another process is running it", flush=True)
             return False
-        recorded = f"oracle_{name}" if args.oracle else name  # beside the corpus's other systems
-        hyps_path, settings_path = record_paths(HYPS / spec["corpus"], f"{recorded}.seed{seed}")
+        hyps_path, settings_path = record_paths(HYPS / spec["corpus"] / plan.set, f"{plan.recorded}.seed{plan.seed}")
         if hyps_path.exists():
             print(f"== {label}: recorded already ({hyps_path})", flush=True)
             return True
-        data_dir = args.data_dir or ROOT.parent / "shared" / "data" / spec["corpus"]
-        if args.oracle:
-            prepare(suite / "prepare.yaml", spec, data_dir, data_folder(work, "prepare.yaml"))
-            data_dir = oracle_corpus(data_folder(work, "prepare.yaml"), spec, work / "oracle_corpus")
-            work = work / "oracle"
-        prepare_file, overrides = system_entry(name, systems[name])
-        overrides = [*overrides, f"train.seed={seed}"]
-        data = data_folder(work, prepare_file)
-        prepare(suite / prepare_file, spec, data_dir, data)
+        data_dir, data = prepared_data(args, spec, plan.prepare_file)
         if not args.oracle:
             keep_test_links(data, HYPS / spec["corpus"])
-        train(suite, label, overrides, data, run_dir, int(spec["steps"]), args.threads, [], int(spec["average_last"]))
+        settings = {**plan.settings, "data": data.name, "data_hash": data_hash(data)}
+        train(RECIPES / args.suite, label, plan.overrides, data, plan.run_dir, int(spec["steps"]), args.threads, [],
+              int(spec["average_last"]))
         sources = read_lines(data_dir / f"{spec['splits']['test']}.{spec['src']}.gz")
-        record(run_dir, recorded, seed, overrides, sources, hyps_path, settings_path)
+        record(plan.run_dir, settings, sources, hyps_path, settings_path)
     return True
 
 
@@ -213,29 +329,14 @@ def run_systems(args: argparse.Namespace) -> None:
         run_system(args, label)
 
 
-BASELINE_SEEDS = 3  # each corpus's baseline runs three seeds, to measure the spread the verdict rule uses
-
-
-def seeds_needed(comparison: Comparison) -> tuple[int, int, bool]:
-    """(comparison system, system) seeds that ``comparison``'s verdict needs, the claim's ``seeds`` (default 2)
-    of each and :data:`BASELINE_SEEDS` of a corpus's ``baseline``; and whether both want one seed more because
-    their first two common seeds' gains have opposite signs (issue 25's protocol: the third seed sharpens the
-    mean and the p-value, but cannot change the verdict, whose rule wants the same sign on every seed)."""
-    wanted = int(comparison.claim.get("seeds", 2))
-    gains = comparison.gains[:2]
-    third = wanted == 2 and len(gains) == 2 and min(gains) < 0 < max(gains)
-    return max(wanted, BASELINE_SEEDS if comparison.claim["baseline"] == "baseline" else 0), wanted, third
-
-
 @dataclass(frozen=True)
 class PendingRun:
-    """A ``SYSTEM.seedN`` that a verdict needs and bench/hyps/CORPUS does not have yet; ``sharpens``: a seed
-    beyond what the verdict needs (:func:`seeds_needed`)."""
+    """A ``SYSTEM.seedN`` that a verdict needs and bench/hyps/CORPUS/SET does not have yet."""
 
     corpus: str
+    set: str
     system: str
     seed: int
-    sharpens: bool = False
 
     @property
     def suite(self) -> str:
@@ -256,43 +357,71 @@ class PendingRun:
         return f"{self.suite} {'--oracle ' if self.oracle else ''}{self.label}"
 
 
-def pending_runs(claims: list[dict], hyps_root: Path, data_root: Path) -> list[PendingRun]:
-    """The runs ``claims`` still need (:func:`seeds_needed`) in the order of issue 25: a corpus at a time (in
-    the order the claims name them), within it the corpus's ``baseline`` seeds first, then seed 1 of every
-    other system, then seed 2, and so on, systems of one seed in the order the claims name them; last, the
-    third seeds that only sharpen a claim's mean."""
-    corpora = list(dict.fromkeys(claim["corpus"] for claim in claims))
-    needed: dict[tuple[str, str], int] = {}
+def seeds_wanted(claims: list[dict], sets: dict[str, str]) -> dict[tuple[str, str], int]:
+    """(corpus, system) -> the seeds the claims on the corpora of ``sets`` want of it: each claim's ``seeds``
+    (default 2) of its system and of its comparison system (two at least, for its seed spread); the claims
+    marked ``first_pass`` want none."""
     wanted: dict[tuple[str, str], int] = {}
     for claim in claims:
-        base_count, count, third = seeds_needed(compare(claim, hyps_root, data_root))
-        for name, verdict_count in ((claim["baseline"], base_count), (claim["system"], count)):
-            key = (claim["corpus"], name)
-            needed[key] = max(needed.get(key, 0), verdict_count)
-            wanted[key] = max(wanted.get(key, 0), verdict_count, count + third)
+        if claim.get("first_pass") or claim["corpus"] not in sets:
+            continue
+        count = int(claim.get("seeds", 2))
+        for name, seeds in ((claim["baseline"], max(count, 2)), (claim["system"], count)):
+            wanted[claim["corpus"], name] = max(wanted.get((claim["corpus"], name), 0), seeds)
+    return wanted
+
+
+def pending_runs(claims: list[dict], hyps_root: Path, sets: dict[str, str]) -> list[PendingRun]:
+    """The runs ``claims`` still need (:func:`seeds_wanted`) in the set ``sets[CORPUS]`` (the claims of a corpus
+    that ``sets`` lacks are left out), seed by seed: seed 1 of every system, then seed 2, and so on; within one
+    seed a corpus at a time in the claims' order, comparison systems (e.g. ``baseline``, ``rnnsearch``) first,
+    then the systems in the order the claims name them."""
+    corpora = list(dict.fromkeys(claim["corpus"] for claim in claims))
+    compared = {(claim["corpus"], claim["baseline"]) for claim in claims}
+    wanted = seeds_wanted(claims, sets)
     named = list(wanted)
-    runs = [PendingRun(corpus, name, seed, seed > needed[corpus, name]) for (corpus, name), count in wanted.items()
-            for seed in range(1, count + 1) if seed not in seeds_of(hyps_root / corpus, name)]
-    return sorted(runs, key=lambda run: (run.sharpens, corpora.index(run.corpus),
-                                         0 if run.system == "baseline" else run.seed,
+    runs = [PendingRun(corpus, sets[corpus], name, seed) for (corpus, name), count in wanted.items()
+            for seed in range(1, count + 1) if seed not in seeds_of(hyps_root / corpus / sets[corpus], name)]
+    return sorted(runs, key=lambda run: (run.seed, corpora.index(run.corpus), (run.corpus, run.system) not in compared,
                                          named.index((run.corpus, run.system))))
 
 
+def machine_set(suite: str, threads: int | None) -> str | None:
+    """This machine's set (:func:`set_name`) for the runs of ``suite`` with ``threads``; None where the suite
+    needs a GPU (suite.yaml's ``needs_gpu``) and this machine trains on its CPU."""
+    machine = machine_settings(train_settings(RECIPES / suite, [], threads))
+    if read_yaml(RECIPES / suite / "suite.yaml").get("needs_gpu") and machine["device"] == "cpu":
+        return None
+    return set_name(machine)
+
+
 def selected_runs(args: argparse.Namespace, claims: list[dict]) -> list[PendingRun]:
-    """:func:`pending_runs` of the committed hypotheses, of the claims on ``args.suites``' corpora only where
-    given (the other corpora are not read)."""
-    picked = [c for c in claims if not args.suites or suite_folder(c["corpus"]).name in args.suites]
-    return pending_runs(picked, HYPS, args.data_root)
+    """:func:`pending_runs` of the committed hypotheses in this machine's sets (:func:`machine_set`), of the
+    claims on ``args.suites``' corpora only where given."""
+    sets = {}
+    for corpus in dict.fromkeys(claim["corpus"] for claim in claims):
+        suite = suite_folder(corpus).name
+        found = machine_set(suite, args.threads) if not args.suites or suite in args.suites else None
+        if found:
+            sets[corpus] = found
+    return pending_runs(claims, HYPS, sets)
 
 
 def work_queue(args: argparse.Namespace, claims: list[dict]) -> None:
     """Run the first pending run that no other process holds (:func:`run_system`), and go on until every
-    pending run is recorded or held by another process."""
+    pending run is recorded or held by another process (or was run by this one: a run that recorded elsewhere
+    than :func:`selected_runs` looks is not run twice)."""
+    check_ordo_source()  # another checkout's ordo, or an uncommitted checkout, stops here, before any run
+    commit_id()
+    done: set[str] = set()
     while True:
         for run in selected_runs(args, claims):
-            print(f"== queue: {run}", flush=True)
+            if str(run) in done:
+                continue
+            print(f"== queue: {run} ({run.corpus}/{run.set})", flush=True)
             if run_system(argparse.Namespace(suite=run.suite, data_dir=None, work=None, oracle=run.oracle,
                                              threads=args.threads), run.label):
+                done.add(str(run))
                 break
         else:
             print("== queue: nothing left that another process is not running", flush=True)
@@ -305,7 +434,8 @@ def main() -> None:
     if args.verb == "run":
         run_systems(args)
     elif args.verb == "pending":
-        print("".join(f"{run}\n" for run in selected_runs(args, claims)), end="")
+        print("".join(f"{run}\t{HYPS.relative_to(ROOT) / run.corpus / run.set}\n"
+                      for run in selected_runs(args, claims)), end="")
     elif args.verb == "queue":
         work_queue(args, claims)
     else:

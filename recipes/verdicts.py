@@ -1,6 +1,12 @@
-"""The verdicts (issue 25) rebuilt from the committed files alone: recipes/verdicts.yaml lists the claims, each a
-method system against its comparison system on one corpus, and bench/hyps/CORPUS/SYSTEM.seedN.{txt,yaml}
-(written by ``recipes/replicate.py run``) hold every finished run's test hypotheses and settings.
+"""The verdicts (issues 25 and 40) rebuilt from the committed files alone: recipes/verdicts.yaml lists the claims,
+each a method system against its comparison system on one corpus, and bench/hyps/CORPUS/SET/SYSTEM.seedN.{txt,yaml}
+(written by ``recipes/replicate.py run``) hold every finished run's test hypotheses and settings, one folder per
+exchangeable set of runs (one device, CPU thread count and precision; replicate.set_name).
+
+Every claim gets one row per set that has runs of its systems. A comparison whose runs differ in commit, device,
+CPU threads (on a CPU), precision or prepared data (hash) is refused, with what differs (:func:`differences`).
+The runs before issue 40 lie in ``CORPUS/first_pass`` (mixed commits and machines): only the claims marked
+``first_pass`` are judged on them, unrefused but marked as such, and the other claims never.
 
 :func:`write_tables` scores them: BLEU of every seed, the paired difference per seed, the baseline's seed
 standard deviation, sacreBLEU's two-sided paired bootstrap p over the pooled seeds, and the verdict by the rule
@@ -43,6 +49,10 @@ from ordo.evaluation.order import (
 )
 from ordo.evaluation.seeds import compare_seeds, pooled_bootstrap_p, ribes_metric, verdict
 
+FIRST_PASS = "first_pass"  # bench/hyps/CORPUS/first_pass: the runs before issue 40
+FIRST_PASS_NOTE = "first pass (mixed commits and machines)"
+NO_SET = "-"  # the set of a claim that has no runs anywhere yet
+
 
 def read_claims() -> list[dict]:
     """The claims of recipes/verdicts.yaml, in order."""
@@ -80,6 +90,67 @@ def mean_ribes(runs: dict[int, list[str]], refs: list[str], tokenized: bool) -> 
     return 100 * statistics.fmean(corpus_ribes(ribes_tokens(hyps, tokenized), ref_tokens) for hyps in runs.values())
 
 
+def set_folders(hyps_root: Path, corpus: str) -> list[Path]:
+    """The set folders of ``corpus``'s runs (``hyps_root/CORPUS/SET``), in name order."""
+    root = hyps_root / corpus
+    return sorted(path for path in root.iterdir() if path.is_dir()) if root.is_dir() else []
+
+
+def in_folder(claim: dict, folder: Path) -> bool:
+    """Whether ``claim`` is judged on the runs in the set folder ``folder``: a claim marked ``first_pass`` on
+    its corpus's first pass alone, any other claim on every other set of its corpus."""
+    return folder.parent.name == claim["corpus"] and (folder.name == FIRST_PASS) == bool(claim.get("first_pass"))
+
+
+def claim_folders(claim: dict, hyps_root: Path) -> list[Path]:
+    """The set folders ``claim`` gets a row for (:func:`in_folder`, with runs of either of its systems); where
+    there are none, the one folder its pending row names (``first_pass`` or :data:`NO_SET`)."""
+    found = [folder for folder in set_folders(hyps_root, claim["corpus"]) if in_folder(claim, folder)
+             and any(any(folder.glob(f"{claim[side]}.seed*.txt")) for side in ("baseline", "system"))]
+    return found or [hyps_root / claim["corpus"] / (FIRST_PASS if claim.get("first_pass") else NO_SET)]
+
+
+def set_label(folder: Path) -> str:
+    """The set cell of a table row: the set folder's name, :data:`FIRST_PASS_NOTE` for the first pass."""
+    return FIRST_PASS_NOTE if folder.name == FIRST_PASS else folder.name
+
+
+def run_settings(folder: Path, systems: Sequence[str]) -> list[dict]:
+    """The settings of every run of ``systems`` in ``folder`` (their SYSTEM.seedN.yaml; {} where one lacks it)."""
+    paths = [path.with_suffix(".yaml") for name in systems for path in sorted(folder.glob(f"{name}.seed*.txt"))]
+    return [read_yaml(path) if path.exists() else {} for path in paths]
+
+
+def exchange_values(settings: dict) -> dict[str, str]:
+    """What a run's ``settings`` must share with the other runs of a comparison: its commit (7 digits), device
+    (a GPU's name, or the CPU's model name, family and model number), CPU threads ("-" on a GPU, where they do
+    not change the computation) and precision ("None" for what the settings lack)."""
+    commit, device = str(settings.get("commit")), settings.get("device")
+    cpu = settings.get("cpu") or {}
+    on_gpu = device not in (None, "cpu")
+    return {"commit": commit[:7] + ("+changes" if commit.endswith("+changes") else ""),
+            "device": str(device) if device != "cpu" else
+            f"{cpu.get('model')} family {cpu.get('family')} model {cpu.get('model_number')}",
+            "threads": "-" if on_gpu else str(settings.get("threads")), "precision": str(settings.get("precision"))}
+
+
+def differences(runs: list[dict]) -> list[str]:
+    """What the settings ``runs`` of one comparison differ in, each as ``FIELD (VALUE, VALUE)``: commit, device,
+    threads, precision (:func:`exchange_values`), and the hash of the prepared data among the runs trained on
+    the data folder of one name (``data``: a system prepared by another config, e.g. a lattice, trains on other
+    data by design)."""
+    found = []
+    for field in ("commit", "device", "threads", "precision"):
+        values = sorted({exchange_values(run)[field] for run in runs})
+        if len(values) > 1:
+            found.append(f"{field} ({', '.join(values)})")
+    hashes: dict[str, set[str]] = {}
+    for run in runs:
+        hashes.setdefault(str(run.get("data")), set()).add(str(run.get("data_hash"))[:12])
+    found += [f"data hash of {name} ({', '.join(sorted(values))})" for name, values in hashes.items() if len(values) > 1]
+    return found
+
+
 def suite_folder(corpus: str) -> Path:
     """The verdict suite (``recipes/*_verdict``) of ``corpus``."""
     for path in sorted(RECIPES.glob("*_verdict/suite.yaml")):
@@ -100,7 +171,8 @@ def references(corpus: str, spec: dict, data_root: Path) -> list[str]:
 
 @dataclass
 class Comparison:
-    """A claim's two systems on its corpus: their test hypotheses and BLEU by seed, and the references."""
+    """A claim's two systems on its corpus in one set folder: their test hypotheses and BLEU by seed, and the
+    references."""
 
     claim: dict
     refs: list[str]
@@ -109,11 +181,21 @@ class Comparison:
     system: dict[int, list[str]]
     base_bleu: dict[int, float]
     system_bleu: dict[int, float]
+    folder: Path
 
     @property
     def label(self) -> str:
-        """``SYSTEM vs BASELINE (CORPUS)``."""
-        return f"{self.claim['system']} vs {self.claim['baseline']} ({self.claim['corpus']})"
+        """``SYSTEM vs BASELINE (CORPUS, SET)``."""
+        return f"{self.claim['system']} vs {self.claim['baseline']} ({self.claim['corpus']}, {self.folder.name})"
+
+    @property
+    def refusal(self) -> str:
+        """Why the comparison is refused (:func:`differences` of its runs), "" when it is not or lies in the
+        first pass."""
+        if self.folder.name == FIRST_PASS:
+            return ""
+        found = differences(run_settings(self.folder, [self.claim["baseline"], self.claim["system"]]))
+        return f"refused: runs differ in {'; '.join(found)}" if found else ""
 
     @property
     def common(self) -> list[int]:
@@ -136,16 +218,21 @@ class Comparison:
         return statistics.stdev(self.base_bleu.values())
 
 
-def compare(claim: dict, hyps_root: Path, data_root: Path) -> Comparison:
-    """The committed hypotheses of ``claim``'s baseline and system (``hyps_root/CORPUS``), scored by seed."""
+def compare(claim: dict, folder: Path, data_root: Path) -> Comparison:
+    """The committed hypotheses of ``claim``'s baseline and system in the set folder ``folder``, scored by
+    seed."""
     spec = suite_of(claim["corpus"])
     refs = references(claim["corpus"], spec, data_root)
     bleu = bleu_metric(bool(spec.get("tokenized")))
-    base = seeds_of(hyps_root / claim["corpus"], claim["baseline"])
-    system = seeds_of(hyps_root / claim["corpus"], claim["system"])
+    base, system = seeds_of(folder, claim["baseline"]), seeds_of(folder, claim["system"])
     return Comparison(claim, refs, bool(spec.get("tokenized")), base, system,
                       {seed: bleu(hyps, refs) for seed, hyps in base.items()},
-                      {seed: bleu(hyps, refs) for seed, hyps in system.items()})
+                      {seed: bleu(hyps, refs) for seed, hyps in system.items()}, folder)
+
+
+def comparisons_of(claims: list[dict], hyps_root: Path, data_root: Path) -> list[Comparison]:
+    """Every claim compared in each of its set folders (:func:`claim_folders`), in the claims' order."""
+    return [compare(claim, folder, data_root) for claim in claims for folder in claim_folders(claim, hyps_root)]
 
 
 def seed_p(base: dict[int, list[str]], system: dict[int, list[str]], refs: list[str],
@@ -155,15 +242,19 @@ def seed_p(base: dict[int, list[str]], system: dict[int, list[str]], refs: list[
     return pooled_bootstrap_p([base[s] for s in common], [system[s] for s in common], refs, indices)
 
 
-def claim_row(comparison: Comparison, hyps_root: Path) -> list[str]:
-    """One row of the verdicts table; a claim is pending until the comparison is :attr:`Comparison.ready`."""
+def claim_row(comparison: Comparison) -> list[str]:
+    """One row of the verdicts table: refused when its runs are not exchangeable (:attr:`Comparison.refusal`),
+    else pending until the comparison is :attr:`Comparison.ready`."""
     claim, base, system = comparison.claim, comparison.base, comparison.system
     listed = ", ".join(f"{comparison.system_bleu[s]:.2f}" for s in sorted(system)) or "-"
-    minutes = [mean_minutes(hyps_root / claim["corpus"], claim[side]) for side in ("system", "baseline")]
+    minutes = [mean_minutes(comparison.folder, claim[side]) for side in ("system", "baseline")]
     ribes = [mean_ribes(runs, comparison.refs, comparison.tokenized) for runs in (system, base)]
-    cells = [claim["paper"], claim["claim"], claim["corpus"], f"{claim['system']} vs {claim['baseline']}", listed,
+    cells = [claim["paper"], claim["claim"], claim["corpus"], set_label(comparison.folder),
+             f"{claim['system']} vs {claim['baseline']}", listed,
              " / ".join("-" if m is None else f"{m:.0f}" for m in minutes),
              " / ".join("-" if r is None else f"{r:.2f}" for r in ribes)]
+    if comparison.refusal:
+        return [*cells, "-", "-", "-", comparison.refusal]
     if not comparison.ready:
         return [*cells, "-", "-", "-", f"pending ({len(base)} baseline, {len(system)} system seeds)"]
     gains = comparison.gains
@@ -173,22 +264,22 @@ def claim_row(comparison: Comparison, hyps_root: Path) -> list[str]:
             verdict(gains, comparison.baseline_sd)]
 
 
-RIBES_HEADER = ["paper", "comparison", "corpus", "RIBES by seed (system)", "RIBES gain: mean (per seed)",
+RIBES_HEADER = ["paper", "comparison", "corpus", "set", "RIBES by seed (system)", "RIBES gain: mean (per seed)",
                 "baseline RIBES seed sd", "bootstrap p (pooled seeds)", "verdict on word order"]
 
 
 def ribes_row(comparison: Comparison) -> list[str] | None:
     """The verdict rule on RIBES x100 (:func:`ordo.evaluation.seeds.ribes_metric`) for a ready comparison with
     two common seeds or more (None otherwise): each system seed's RIBES, the paired gains, the baseline's RIBES
-    seed sd, the pooled paired bootstrap p of the sentence scores, and the verdict."""
+    seed sd, the pooled paired bootstrap p of the sentence scores, and the verdict; None for a refused one."""
     common = comparison.common
-    if not comparison.ready or len(common) < 2:
+    if not comparison.ready or len(common) < 2 or comparison.refusal:
         return None
     base_seeds = common + [s for s in sorted(comparison.base) if s not in common]  # common seeds pair first
     result = compare_seeds([comparison.base[s] for s in base_seeds], [comparison.system[s] for s in common],
                            comparison.refs, ribes_metric(comparison.tokenized))
     claim = comparison.claim
-    return [claim["paper"], f"{claim['system']} vs {claim['baseline']}", claim["corpus"],
+    return [claim["paper"], f"{claim['system']} vs {claim['baseline']}", claim["corpus"], set_label(comparison.folder),
             ", ".join(f"{score:.2f}" for score in result.system_scores),
             f"{result.mean_gain:+.2f} ({', '.join(f'{g:+.2f}' for g in result.gains)})",
             f"{result.baseline_sd:.2f} ({len(base_seeds)} seeds)", f"{result.p_value:.3g}", result.verdict]
@@ -217,7 +308,7 @@ def compared_systems(claims: list[dict], corpus: str) -> dict[str, str | None]:
     return against
 
 
-RUNS_HEADER = ["corpus", "system", "seed", "BLEU", "Δ BLEU, same seed of its comparison system", "RIBES",
+RUNS_HEADER = ["corpus", "set", "system", "seed", "BLEU", "Δ BLEU, same seed of its comparison system", "RIBES",
                "dev loss at the end", "train min", "threads", "commit"]
 
 
@@ -232,26 +323,38 @@ def settings_cells(path: Path) -> list[str]:
             str(settings.get("threads", "-")), commit[:7] + ("+" if commit.endswith("+changes") else "")]
 
 
+def folder_claims(claims: list[dict], folder: Path) -> list[dict]:
+    """The claims judged on the runs of the set folder ``folder`` (:func:`in_folder`)."""
+    return [claim for claim in claims if in_folder(claim, folder)]
+
+
 def run_rows(corpus: str, claims: list[dict], hyps_root: Path, data_root: Path) -> list[list[str]]:
-    """One row per finished run of ``corpus``'s systems, comparison systems first: its BLEU, the difference to
-    the same seed of the system it is compared with ("-" for a comparison system or a seed it lacks), RIBES
-    x100, and from its settings file the dev loss at the end, training minutes, threads and commit."""
+    """One row per finished run of ``corpus``'s systems, a set folder at a time (the systems of the claims
+    judged there, :func:`folder_claims`), comparison systems first: its BLEU, the difference to the same seed of
+    the system it is compared with ("-" for a comparison system or a seed it lacks), RIBES x100, and from its
+    settings file the dev loss at the end, training minutes, threads and commit."""
     spec = suite_of(corpus)
     refs, tokenized = references(corpus, spec, data_root), bool(spec.get("tokenized"))
     bleu = bleu_metric(tokenized)
-    folder = hyps_root / corpus
-    scores: dict[str, dict[int, float]] = {}
     rows = []
-    for system, against in compared_systems(claims, corpus).items():
-        runs = seeds_of(folder, system)
-        scores[system] = {seed: bleu(hyps, refs) for seed, hyps in runs.items()}
-        for seed in sorted(runs):
-            base = scores.get(against or "", {}).get(seed)
-            rows.append([corpus, system, str(seed), f"{scores[system][seed]:.2f}",
-                         "-" if base is None else f"{scores[system][seed] - base:+.2f}",
-                         f"{mean_ribes({seed: runs[seed]}, refs, tokenized):.2f}",
-                         *settings_cells(folder / f"{system}.seed{seed}.yaml")])
+    for folder in set_folders(hyps_root, corpus):
+        scores: dict[str, dict[int, float]] = {}
+        for system, against in compared_systems(folder_claims(claims, folder), corpus).items():
+            runs = seeds_of(folder, system)
+            scores[system] = {seed: bleu(hyps, refs) for seed, hyps in runs.items()}
+            rows += [run_row(folder, system, seed, runs[seed], scores[system][seed],
+                             scores.get(against or "", {}).get(seed), refs, tokenized) for seed in sorted(runs)]
     return rows
+
+
+def run_row(folder: Path, system: str, seed: int, hyps: list[str], score: float, base: float | None,
+            refs: list[str], tokenized: bool) -> list[str]:
+    """The runs table's row of ``system``'s seed ``seed`` in the set folder ``folder``, its BLEU ``score`` and
+    that of the same seed of its comparison system ``base`` (None: none)."""
+    return [folder.parent.name, set_label(folder), system, str(seed), f"{score:.2f}",
+            "-" if base is None else f"{score - base:+.2f}", f"{mean_ribes({seed: hyps}, refs, tokenized):.2f}",
+            *settings_cells(folder / f"{system}.seed{seed}.yaml")]
+
 
 
 def bucket_scores(runs: dict[int, list[str]], refs: list[str], buckets: list[DifficultyBucket],
@@ -284,7 +387,7 @@ def bucket_cell(scores: dict[int, list[tuple[float, float]]], against: dict[int,
     return f"{mean:.2f} ({gain:+.2f})"
 
 
-ORDER_HEADER = ["corpus", "system", "seeds", "BLEU: hardest τ third (Δ)", "BLEU: middle third (Δ)",
+ORDER_HEADER = ["corpus", "set", "system", "seeds", "BLEU: hardest τ third (Δ)", "BLEU: middle third (Δ)",
                 "BLEU: most monotone third (Δ)", "RIBES: hardest third (Δ)", "RIBES: most monotone third (Δ)",
                 "bootstrap p, hardest third"]
 
@@ -308,18 +411,17 @@ def corpus_buckets(corpus: str, hyps_root: Path, data_root: Path
     return spec, refs, difficulty_buckets(pair_taus(links, len(refs)))
 
 
-def order_gains(corpus: str, claims: list[dict], hyps_root: Path, data_root: Path
+def order_gains(corpus: str, folder: Path, claims: list[dict], hyps_root: Path, data_root: Path
                 ) -> tuple[list[str], dict[str, list[float]]]:
-    """The τ range of each third of ``corpus``'s test pairs and, for every system of its claims with seeds in
-    common with its comparison system, the mean BLEU difference per third over those seeds (nothing without
-    ``test.align``)."""
+    """The τ range of each third of ``corpus``'s test pairs and, for every system of the claims judged in the set
+    folder ``folder`` with seeds in common with its comparison system there, the mean BLEU difference per third
+    over those seeds (nothing without ``hyps_root/CORPUS/test.align``)."""
     found = corpus_buckets(corpus, hyps_root, data_root)
     if found is None:
         return [], {}
     spec, refs, buckets = found
-    folder = hyps_root / corpus
     series = {}
-    for system, against in compared_systems(claims, corpus).items():
+    for system, against in compared_systems(folder_claims(claims, folder), corpus).items():
         runs, base = seeds_of(folder, system), seeds_of(folder, against) if against else {}
         common = sorted(set(runs) & set(base))
         if not common:
@@ -333,19 +435,29 @@ def order_gains(corpus: str, claims: list[dict], hyps_root: Path, data_root: Pat
 
 def order_rows(corpus: str, claims: list[dict], hyps_root: Path, data_root: Path) -> list[list[str]]:
     """The reordering-difficulty rows of ``corpus`` (none without ``hyps_root/CORPUS/test.align``): the τ range
-    and size of each third of the test pairs, then every system of its claims that has seeds, each bucket's
-    BLEU and RIBES averaged over seeds and, in brackets, the mean difference to its comparison system (the seed
-    standard deviation for a comparison system), and the bootstrap p of that difference in the hardest third."""
+    and size of each third of the test pairs, then for each set folder every system of the claims judged there
+    that has seeds (:func:`folder_rows`)."""
     found = corpus_buckets(corpus, hyps_root, data_root)
     if found is None:
         return []
-    spec, refs, buckets = found
-    folder = hyps_root / corpus
-    columns = [0, 1, len(buckets) - 1] if len(buckets) == 3 else [0, None, len(buckets) - 1]
+    buckets = found[2]
+    columns: list[int | None] = [0, 1, len(buckets) - 1] if len(buckets) == 3 else [0, None, len(buckets) - 1]
     ranges = ["-" if b is None else f"{buckets[b].label} ({len(buckets[b].indices)} pairs)" for b in columns]
-    rows = [[corpus, "test pairs", "-", *ranges, ranges[0], ranges[2], "-"]]
-    scores, hyps = {}, {}
-    for system, against in compared_systems(claims, corpus).items():
+    rows = [[corpus, "-", "test pairs", "-", *ranges, ranges[0], ranges[2], "-"]]
+    for folder in set_folders(hyps_root, corpus):
+        rows += folder_rows(folder, folder_claims(claims, folder), found, columns)
+    return rows
+
+
+def folder_rows(folder: Path, claims: list[dict], found: tuple[dict, list[str], list[DifficultyBucket]],
+                columns: list[int | None]) -> list[list[str]]:
+    """The reordering-difficulty rows of the set folder ``folder`` (``found``: :func:`corpus_buckets`, ``columns``
+    the buckets shown): every system of ``claims`` that has seeds there, each bucket's BLEU and RIBES averaged
+    over seeds and, in brackets, the mean difference to its comparison system (the seed standard deviation for a
+    comparison system), and the bootstrap p of that difference in the hardest third."""
+    spec, refs, buckets = found
+    scores, hyps, rows = {}, {}, []
+    for system, against in compared_systems(claims, folder.parent.name).items():
         hyps[system] = seeds_of(folder, system)
         if not hyps[system]:
             continue
@@ -354,8 +466,8 @@ def order_rows(corpus: str, claims: list[dict], hyps_root: Path, data_root: Path
         cells = [[("-" if b is None else bucket_cell(scores[system], base, b, metric)) for b in bucket_columns]
                  for metric, bucket_columns in ((0, columns), (1, [columns[0], columns[2]]))]
         p_value = bucket_p(hyps[against], hyps[system], refs, buckets[0].indices) if against else "-"
-        rows.append([corpus, system if against is None else f"{system} vs {against}", str(len(hyps[system])),
-                     *cells[0], *cells[1], p_value])
+        rows.append([folder.parent.name, set_label(folder), system if against is None else f"{system} vs {against}",
+                     str(len(hyps[system])), *cells[0], *cells[1], p_value])
     return rows
 
 
@@ -373,28 +485,29 @@ def mean_dev_loss(folder: Path, system: str) -> dict[int, float]:
 
 
 def write_figures(comparisons: list[Comparison], hyps_root: Path, data_root: Path, figures: Path) -> list[Path]:
-    """``figures/verdicts_gains.png``: each ready comparison's gain per seed, their mean and the verdict rule's
-    band of twice the baseline's seed sd; ``figures/verdicts_dev_loss.png``: every comparison's two dev loss
-    curves, each averaged over its seeds, so that a gap which closes with training shows;
-    ``figures/verdicts_order_CORPUS.png``: each system's BLEU difference per third of the test pairs by
-    reordering difficulty (:func:`order_gains`), where the corpus has its test links."""
+    """``figures/verdicts_gains.png``: each ready, unrefused comparison's gain per seed, their mean and the verdict
+    rule's band of twice the baseline's seed sd; ``figures/verdicts_dev_loss.png``: every comparison's two dev
+    loss curves, each averaged over its seeds, so that a gap which closes with training shows;
+    ``figures/verdicts_order_CORPUS_SET.png``: each system's BLEU difference per third of the test pairs by
+    reordering difficulty in one set (:func:`order_gains`), where the corpus has its test links."""
     paths = []
     claims = [c.claim for c in comparisons]
     for corpus in dict.fromkeys(claim["corpus"] for claim in claims):
-        labels, series = order_gains(corpus, claims, hyps_root, data_root)
-        if series:
-            paths.append(line_plot(labels, series, "alignment τ of the test pairs (left: most reordered)",
-                                   "BLEU difference to the comparison system", figures / f"verdicts_order_{corpus}.png",
-                                   f"{corpus}: gains by reordering difficulty (seed means)"))
-    ready = [c for c in comparisons if c.ready]
+        for folder in set_folders(hyps_root, corpus):
+            labels, series = order_gains(corpus, folder, claims, hyps_root, data_root)
+            if series:
+                paths.append(line_plot(labels, series, "alignment τ of the test pairs (left: most reordered)",
+                                       "BLEU difference to the comparison system",
+                                       figures / f"verdicts_order_{corpus}_{folder.name}.png",
+                                       f"{corpus}, {folder.name}: gains by reordering difficulty (seed means)"))
+    ready = [c for c in comparisons if c.ready and not c.refusal]
     if ready:
         paths.append(gain_plot([(c.label, c.gains, 2 * c.baseline_sd) for c in ready],
                                "BLEU gain (dots: seeds; bar: mean; grey: ±2 baseline sd)",
                                figures / "verdicts_gains.png", "Verdicts: gains over seeds"))
     panels = []
     for c in comparisons:
-        curves = {c.claim[side]: mean_dev_loss(hyps_root / c.claim["corpus"], c.claim[side])
-                  for side in ("system", "baseline")}
+        curves = {c.claim[side]: mean_dev_loss(c.folder, c.claim[side]) for side in ("system", "baseline")}
         if all(curves.values()):
             panels.append((c.label, curves))
     if panels:
@@ -404,15 +517,15 @@ def write_figures(comparisons: list[Comparison], hyps_root: Path, data_root: Pat
 
 
 def write_tables(claims: list[dict], hyps_root: Path, data_root: Path, out: Path, results: Path | None) -> None:
-    """The verdicts table of every claim, the table of every finished run, the verdicts on RIBES and the table
-    by reordering difficulty, printed, written to ``out`` and beside it (``_runs``, ``_ribes``, ``_order``), and
-    put in place in ``results`` (None: nowhere else); the figures of :func:`write_figures` in ``figures/`` beside
-    ``out``."""
-    header = ["paper", "claim (paper's setting)", "corpus", "comparison", "BLEU by seed", "train min (system / base)",
-              "RIBES (system / base)",
+    """The verdicts table of every claim in each of its sets, the table of every finished run, the verdicts on
+    RIBES and the table by reordering difficulty, printed, written to ``out`` and beside it (``_runs``,
+    ``_ribes``, ``_order``), and put in place in ``results`` (None: nowhere else); the figures of
+    :func:`write_figures` in ``figures/`` beside ``out``."""
+    header = ["paper", "claim (paper's setting)", "corpus", "set", "comparison", "BLEU by seed",
+              "train min (system / base)", "RIBES (system / base)",
               "gain: mean (per seed)", "baseline seed sd", "bootstrap p (pooled seeds)", "verdict"]
-    comparisons = [compare(claim, hyps_root, data_root) for claim in claims]
-    tables = {out: markdown_table(header, [claim_row(comparison, hyps_root) for comparison in comparisons])}
+    comparisons = comparisons_of(claims, hyps_root, data_root)
+    tables = {out: markdown_table(header, [claim_row(comparison) for comparison in comparisons])}
     corpora = dict.fromkeys(claim["corpus"] for claim in claims)
     runs = [row for corpus in corpora for row in run_rows(corpus, claims, hyps_root, data_root)]
     tables[out.with_name(f"{out.stem}_runs.md")] = markdown_table(RUNS_HEADER, runs)

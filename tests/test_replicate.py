@@ -1,9 +1,10 @@
 """recipes/verdicts.py and replicate.py: a verdicts row rebuilt from hypothesis files, claims that
-name real systems, the runs still needed and the queue that runs them."""
+name real systems, comparisons of runs that are not exchangeable refused, the settings a run records, the runs
+still needed and the queue that runs them."""
 
 import argparse
 import gzip
-import re
+import subprocess
 import sys
 from pathlib import Path
 
@@ -36,6 +37,15 @@ def write_refs(data_root: Path, refs: list[str]) -> None:
         handle.write("".join(f"{ref}\n" for ref in refs))
 
 
+SET = "gpu-nvidia-h200-bf16"
+
+
+def exchangeable(**changed: object) -> dict:
+    """The settings of a run of the H200 set, with ``changed`` fields."""
+    return {"commit": "238c92ae52bc", "device": "NVIDIA H200", "threads": 1, "precision": "bfloat16",
+            "data": "data", "data_hash": "ab" * 32, "train_minutes": 2.1, **changed}
+
+
 WORDS = ["ein", "Mann", "fährt", "mit", "dem", "Fahrrad", "über", "eine", "Brücke", "am", "Abend"]
 ROTATIONS = [" ".join(WORDS[i:] + WORDS[:i]) for i in range(len(WORDS))]  # 11 distinct-enough sentences
 
@@ -43,13 +53,13 @@ ROTATIONS = [" ".join(WORDS[i:] + WORDS[:i]) for i in range(len(WORDS))]  # 11 d
 def test_a_row_is_rebuilt_from_the_hypothesis_files_alone(tmp_path):
     refs = ROTATIONS * 4
     write_refs(tmp_path / "data", refs)
-    hyps = tmp_path / "hyps" / "multi30k"
+    hyps = tmp_path / "hyps" / "multi30k" / SET
     for seed, cut in ((1, 3), (2, 4), (3, 5)):  # baselines drop a few words at the end, differently per seed
         write_hyps(hyps, "baseline", seed, [" ".join(r.split()[:-cut]) for r in refs])
     claim = {"paper": "p", "claim": "c", "corpus": "multi30k", "baseline": "baseline", "system": "exgre"}
 
     def row_of(claim: dict) -> list[str]:
-        return verdicts.claim_row(verdicts.compare(claim, tmp_path / "hyps", tmp_path / "data"), tmp_path / "hyps")
+        return verdicts.claim_row(verdicts.compare(claim, hyps, tmp_path / "data"))
 
     pending = row_of(claim)
     assert pending[-1] == "pending (3 baseline, 0 system seeds)"
@@ -57,31 +67,31 @@ def test_a_row_is_rebuilt_from_the_hypothesis_files_alone(tmp_path):
     one_of_two = row_of(claim)
     assert one_of_two[-1] == "pending (3 baseline, 1 system seeds)"
     one_seed = row_of({**claim, "seeds": 1})  # an upper bound
-    assert one_seed[-1] == "confirmed" and one_seed[7].startswith("+")
+    assert one_seed[-1] == "confirmed" and one_seed[8].startswith("+")
     write_hyps(hyps, "exgre", 2, refs)
     row = row_of(claim)
-    assert row[4] == "100.00, 100.00" and row[-1] == "confirmed"
-    assert row[5] == "- / -"  # no settings files written here
-    system_ribes, base_ribes = (float(r) for r in row[6].split(" / "))
+    assert row[3] == SET and row[5] == "100.00, 100.00" and row[-1] == "confirmed"
+    assert row[6] == "- / -"  # no settings files written here
+    system_ribes, base_ribes = (float(r) for r in row[7].split(" / "))
     assert system_ribes == pytest.approx(100.0) and base_ribes < 100.0
-    assert float(row[9]) < 0.01  # bootstrap over 88 pooled sentences
-    gains = [float(g) for g in row[7].split("(")[1].rstrip(")").split(", ")]
+    assert float(row[10]) < 0.01  # bootstrap over 88 pooled sentences
+    gains = [float(g) for g in row[8].split("(")[1].rstrip(")").split(", ")]
     assert len(gains) == 2 and gains[0] < gains[1]  # seed 2's baseline dropped more words
     write_hyps(hyps, "exgre", 2, [*refs[:-1], " ".join(reversed(refs[-1].split()))])  # one sentence reversed
-    ribes = verdicts.ribes_row(verdicts.compare(claim, tmp_path / "hyps", tmp_path / "data"))
-    system_ribes = [float(r) for r in ribes[3].split(", ")]
+    ribes = verdicts.ribes_row(verdicts.compare(claim, hyps, tmp_path / "data"))
+    system_ribes = [float(r) for r in ribes[4].split(", ")]
     assert system_ribes[0] == pytest.approx(100.0) and system_ribes[1] < 100.0
-    gain, sd = float(ribes[4].split()[0]), float(ribes[5].split()[0])
-    assert ribes[4].count("+") == 3 and float(ribes[6]) < 0.05  # better on both seeds, and beyond chance
+    gain, sd = float(ribes[5].split()[0]), float(ribes[6].split()[0])
+    assert ribes[5].count("+") == 3 and float(ribes[7]) < 0.05  # better on both seeds, and beyond chance
     assert 0 < gain < 2 * sd and ribes[-1] == "not confirmed at this scale"  # but inside the baselines' RIBES spread
-    assert verdicts.ribes_row(verdicts.compare({**claim, "seeds": 1, "system": "refsr"}, tmp_path / "hyps",
+    assert verdicts.ribes_row(verdicts.compare({**claim, "seeds": 1, "system": "refsr"}, hyps,
                                                tmp_path / "data")) is None  # no seeds: no row
 
 
 def test_the_runs_table_lists_every_seed_against_the_same_seed_of_its_comparison_system(tmp_path):
     refs = ROTATIONS * 2
     write_refs(tmp_path / "data", refs)
-    hyps = tmp_path / "hyps" / "multi30k"
+    hyps = tmp_path / "hyps" / "multi30k" / SET
     write_hyps(hyps, "baseline", 1, [" ".join(r.split()[:-3]) for r in refs])
     write_hyps(hyps, "exgre", 1, refs)
     write_hyps(hyps, "exgre", 2, refs)  # no baseline seed 2: no difference
@@ -89,10 +99,10 @@ def test_the_runs_table_lists_every_seed_against_the_same_seed_of_its_comparison
                                                            "threads": 1, "commit": "0123456789abcdef+changes"}))
     claims = [{"paper": "p", "claim": "c", "corpus": "multi30k", "baseline": "baseline", "system": "exgre"}]
     rows = verdicts.run_rows("multi30k", claims, tmp_path / "hyps", tmp_path / "data")
-    assert [row[1:3] for row in rows] == [["baseline", "1"], ["exgre", "1"], ["exgre", "2"]]
-    assert rows[1][3] == "100.00" and float(rows[1][4]) > 10 and rows[1][5] == "100.00"
-    assert rows[1][6:] == ["1.234", "41.3", "1", "0123456+"]  # the last dev loss, not the first
-    assert rows[0][4] == "-" and rows[2][4] == "-" and rows[2][6:] == ["-", "-", "-", "-"]
+    assert [row[1:4] for row in rows] == [[SET, "baseline", "1"], [SET, "exgre", "1"], [SET, "exgre", "2"]]
+    assert rows[1][4] == "100.00" and float(rows[1][5]) > 10 and rows[1][6] == "100.00"
+    assert rows[1][7:] == ["1.234", "41.3", "1", "0123456+"]  # the last dev loss, not the first
+    assert rows[0][5] == "-" and rows[2][5] == "-" and rows[2][7:] == ["-", "-", "-", "-"]
 
 
 def test_every_claim_names_systems_of_its_corpus_verdict_suite():
@@ -115,17 +125,19 @@ def test_the_results_table_is_replaced_in_place_and_a_missing_one_is_an_error(tm
 def test_the_order_table_scores_each_third_of_the_test_pairs_by_alignment_tau(tmp_path):
     refs = ROTATIONS * 3  # 33 pairs
     write_refs(tmp_path / "data", refs)
-    hyps = tmp_path / "hyps" / "multi30k"
+    links = tmp_path / "hyps" / "multi30k"
+    hyps = links / SET
     reversed_links, monotone_links = "0-3 1-2 2-1 3-0", "0-0 1-1 2-2 3-3"
     hard = [i % 3 == 0 for i in range(len(refs))]  # every third pair fully reversed (τ -1), the rest monotone
     hyps.mkdir(parents=True)
-    (hyps / "test.align").write_text("".join(f"{reversed_links if h else monotone_links}\n" for h in hard),
+    (links / "test.align").write_text("".join(f"{reversed_links if h else monotone_links}\n" for h in hard),
                                      encoding="utf-8")
     for seed in (1, 2):  # the baseline drops the last three words of the hard pairs only
         write_hyps(hyps, "baseline", seed, [" ".join(r.split()[:-3]) if h else r for r, h in zip(refs, hard)])
     write_hyps(hyps, "exgre", 1, refs)
     claims = [{"paper": "p", "claim": "c", "corpus": "multi30k", "baseline": "baseline", "system": "exgre"}]
     rows = verdicts.order_rows("multi30k", claims, tmp_path / "hyps", tmp_path / "data")
+    rows = [row[:1] + row[2:] for row in rows]  # the set column left out
     assert [row[1] for row in rows] == ["test pairs", "baseline", "exgre vs baseline"]
     assert rows[0][3] == "τ -1.00..-1.00 (11 pairs)" and rows[0][4] == "-"  # two buckets: no middle third
     assert rows[0][5] == "τ 1.00..1.00 (22 pairs)"
@@ -139,12 +151,12 @@ def test_the_order_table_scores_each_third_of_the_test_pairs_by_alignment_tau(tm
         write_hyps(hyps, "rnn_h_distortion", seed, refs)
     rnn_claim = {**claims[0], "baseline": "rnnsearch", "system": "rnn_h_distortion"}
     rnn_row = verdicts.order_rows("multi30k", [*claims, rnn_claim], tmp_path / "hyps", tmp_path / "data")[-1]
-    assert rnn_row[1] == "rnn_h_distortion vs rnnsearch" and rnn_row[3] == "100.00" and rnn_row[8] == "-"
-    labels, series = verdicts.order_gains("multi30k", claims, tmp_path / "hyps", tmp_path / "data")
+    assert rnn_row[2] == "rnn_h_distortion vs rnnsearch" and rnn_row[4] == "100.00" and rnn_row[9] == "-"
+    labels, series = verdicts.order_gains("multi30k", hyps, claims, tmp_path / "hyps", tmp_path / "data")
     assert labels == ["τ -1.00..-1.00", "τ 1.00..1.00"] and list(series) == ["exgre vs baseline"]
     assert series["exgre vs baseline"][0] == pytest.approx(100 - float(rows[1][3].split(" (")[0]), abs=0.01)
     assert series["exgre vs baseline"][1] == pytest.approx(0.0)  # the gain lies in the hard third only
-    (hyps / "test.align").write_text("0-0\n", encoding="utf-8")
+    (links / "test.align").write_text("0-0\n", encoding="utf-8")
     with pytest.raises(verdicts.InputError, match="test.align: 1 lines of links for 33 test pairs"):
         verdicts.order_rows("multi30k", claims, tmp_path / "hyps", tmp_path / "data")
 
@@ -162,7 +174,7 @@ def test_the_test_links_are_kept_once_beside_the_hypotheses(tmp_path):
 
 
 def test_dev_loss_curves_are_averaged_over_seeds_and_the_figures_drawn(tmp_path):
-    hyps = tmp_path / "hyps" / "multi30k"
+    hyps = tmp_path / "hyps" / "multi30k" / SET
     hyps.mkdir(parents=True)
     for system, seed, curve in (("baseline", 1, {100: 3.0, 200: 2.0}), ("baseline", 2, {100: 2.0, 200: 1.0, 300: 0.5}),
                                 ("exgre", 1, {100: 2.5, 200: 1.5})):
@@ -171,7 +183,7 @@ def test_dev_loss_curves_are_averaged_over_seeds_and_the_figures_drawn(tmp_path)
     assert verdicts.mean_dev_loss(hyps, "refsr") == {}
     claim = {"paper": "p", "claim": "c", "corpus": "multi30k", "baseline": "baseline", "system": "exgre"}
     pending = verdicts.Comparison(claim, ["a"], False, {1: ["a"], 2: ["a"]}, {1: ["a"]}, {1: 30.0, 2: 31.0},
-                                   {1: 32.0})
+                                   {1: 32.0}, hyps)
     figures = tmp_path / "figures"
     assert verdicts.write_figures([pending], tmp_path / "hyps", tmp_path / "data", figures) == [
         figures / "verdicts_dev_loss.png"]  # no test.align: no figure by reordering difficulty
@@ -182,62 +194,54 @@ def test_dev_loss_curves_are_averaged_over_seeds_and_the_figures_drawn(tmp_path)
     assert all(path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for path in paths)
 
 
-def test_pending_runs_come_baseline_first_then_seed_by_seed_with_a_third_seed_where_signs_differ(tmp_path):
-    refs = ROTATIONS * 4
-    write_refs(tmp_path / "data", refs)
-    hyps = tmp_path / "hyps" / "multi30k"
-    write_hyps(hyps, "baseline", 1, [" ".join(r.split()[:-3]) for r in refs])
-    claims = [{"paper": "p", "claim": "c", "corpus": "multi30k", "baseline": "baseline", "system": "exgre"},
-              {"paper": "p", "claim": "c", "corpus": "multi30k", "baseline": "onebest_spm8k",
-               "system": "lattice_lpe_lsa"}]
+def test_pending_runs_come_seed_by_seed_in_this_machines_set_comparison_systems_first(tmp_path):
+    hyps = tmp_path / "hyps" / "small_parallel_enja"
+    cpu_set = "cpu-amd-epyc-25-1-t1-fp32"
+    write_hyps(hyps / cpu_set, "baseline", 1, ["a"])
+    write_hyps(hyps / "first_pass", "rnnsearch", 1, ["a"])  # the first pass counts for no set
+    claims = [{"corpus": "small_parallel_enja", "baseline": "baseline", "system": "both_res", "seeds": 3},
+              {"corpus": "small_parallel_enja", "baseline": "rnnsearch", "system": "rnn_h_distortion", "seeds": 2},
+              {"corpus": "small_parallel_enja", "baseline": "baseline", "system": "exgre", "first_pass": True},
+              {"corpus": "multi30k", "baseline": "baseline", "system": "exgre_soft", "seeds": 6}]
+    runs = replicate.pending_runs(claims, tmp_path / "hyps", {"small_parallel_enja": cpu_set})
+    assert [str(run) for run in runs] == [  # no exgre (first pass only), no multi30k (not in this machine's sets)
+        "enja_verdict rnnsearch.seed1", "enja_verdict both_res.seed1", "enja_verdict rnn_h_distortion.seed1",
+        "enja_verdict baseline.seed2", "enja_verdict rnnsearch.seed2", "enja_verdict both_res.seed2",
+        "enja_verdict rnn_h_distortion.seed2", "enja_verdict baseline.seed3", "enja_verdict both_res.seed3"]
+    assert {run.set for run in runs} == {cpu_set}
+    gpu = replicate.pending_runs(claims, tmp_path / "hyps", {"multi30k": SET})
+    assert [str(run) for run in gpu] == [f"m30k_verdict {name}.seed{seed}" for seed in range(1, 7)
+                                         for name in ("baseline", "exgre_soft")]
 
-    def pending() -> list[str]:
-        return [str(run) for run in replicate.pending_runs(claims, tmp_path / "hyps", tmp_path / "data")]
 
-    assert pending() == ["m30k_verdict baseline.seed2", "m30k_verdict baseline.seed3", "m30k_verdict exgre.seed1",
-                         "m30k_verdict onebest_spm8k.seed1", "m30k_verdict lattice_lpe_lsa.seed1",
-                         "m30k_verdict exgre.seed2", "m30k_verdict onebest_spm8k.seed2",
-                         "m30k_verdict lattice_lpe_lsa.seed2"]
-    write_hyps(hyps, "baseline", 2, [" ".join(r.split()[:-3]) for r in refs])
-    write_hyps(hyps, "exgre", 1, refs)                                      # better than the baseline on seed 1
-    write_hyps(hyps, "exgre", 2, [" ".join(r.split()[:-5]) for r in refs])  # worse on seed 2: a third seed
-    assert pending()[:2] == ["m30k_verdict baseline.seed3", "m30k_verdict onebest_spm8k.seed1"]
-    assert pending()[-1] == "m30k_verdict exgre.seed3"  # it only sharpens the mean: last
-    write_hyps(hyps, "exgre", 2, refs)  # better on both seeds: two are enough
-    assert "m30k_verdict exgre.seed3" not in pending()
-    for seed, cut in ((1, 2), (2, 4)):  # a comparison system other than the baseline: both get a third seed
-        write_hyps(hyps, "onebest_spm8k", seed, [" ".join(r.split()[:-3]) for r in refs])
-        write_hyps(hyps, "lattice_lpe_lsa", seed, [" ".join(r.split()[:-cut]) for r in refs])
-    assert pending() == ["m30k_verdict baseline.seed3", "m30k_verdict onebest_spm8k.seed3",
-                         "m30k_verdict lattice_lpe_lsa.seed3"]
-    assert [run.sharpens for run in replicate.pending_runs(claims, tmp_path / "hyps", tmp_path / "data")] == [
-        False, True, True]
-    oracle = [{**claims[0], "system": "oracle_baseline", "seeds": 1}]
-    assert [str(run) for run in replicate.pending_runs(oracle, tmp_path / "hyps", tmp_path / "data")] == [
-        "m30k_verdict baseline.seed3", "m30k_verdict --oracle baseline.seed1"]
+def test_a_suite_that_needs_a_gpu_has_no_set_on_a_cpu(monkeypatch):
+    monkeypatch.setattr(replicate, "training_device", lambda config: {"device": "cpu", "precision": "float32"})
+    assert replicate.machine_set("m30k_verdict", 1) is None
+    assert replicate.machine_set("enja_verdict", None).endswith("-t1-fp32")  # the suite's train.yaml: one thread
+    assert replicate.machine_set("enja_verdict", 2).endswith("-t2-fp32")
 
 
 def test_the_queue_runs_what_is_pending_and_leaves_a_run_another_process_holds(tmp_path, monkeypatch):
-    refs = ROTATIONS * 2
-    write_refs(tmp_path / "data", refs)
     monkeypatch.setattr(replicate, "HYPS", tmp_path / "hyps")
+    monkeypatch.setattr(replicate, "machine_set", lambda suite, threads: SET)
+    monkeypatch.setattr(replicate, "commit_id", lambda: "0123abc")
     ran = []
 
     def run_system(args, label):  # another process holds exgre.seed2; the others translate perfectly
         if label == "exgre.seed2":
             return False
         ran.append((args.suite, label, args.threads))
-        write_hyps(tmp_path / "hyps" / "multi30k", *verdicts.split_seed(label), refs)
+        write_hyps(tmp_path / "hyps" / "multi30k" / SET, *verdicts.split_seed(label), ["a"])
         return True
 
     monkeypatch.setattr(replicate, "run_system", run_system)
     claims = [{"paper": "p", "claim": "c", "corpus": "multi30k", "baseline": "baseline", "system": "exgre"}]
-    args = argparse.Namespace(suites=None, data_root=tmp_path / "data", threads=1)
+    args = argparse.Namespace(suites=None, threads=1)
     replicate.work_queue(args, claims)
-    assert [label for _, label, _ in ran] == ["baseline.seed1", "baseline.seed2", "baseline.seed3", "exgre.seed1"]
+    assert [label for _, label, _ in ran] == ["baseline.seed1", "exgre.seed1", "baseline.seed2"]
     assert ran[0] == ("m30k_verdict", "baseline.seed1", 1)
     assert [str(run) for run in replicate.selected_runs(args, claims)] == ["m30k_verdict exgre.seed2"]
-    assert replicate.selected_runs(argparse.Namespace(suites=["enja_verdict"], data_root=tmp_path / "data"),
+    assert replicate.selected_runs(argparse.Namespace(suites=["enja_verdict"], threads=1),
                                    claims) == []  # only another suite's runs asked for
 
 
@@ -247,29 +251,71 @@ def test_a_run_another_process_holds_is_left_alone_and_a_recorded_one_not_traine
     with gzip.open(corpus / "test2016.en.gz", "wt", encoding="utf-8") as handle:
         handle.write("a man\n")
     monkeypatch.setattr(replicate, "HYPS", tmp_path / "hyps")
+    monkeypatch.setattr(replicate, "commit_id", lambda: "0123456789abcdef")
+    monkeypatch.setattr(replicate, "training_device", lambda config: {"device": "NVIDIA H200", "precision": "bfloat16"})
     calls = []
     monkeypatch.setattr(replicate, "prepare", lambda *args: calls.append("prepare"))
     monkeypatch.setattr(replicate, "keep_test_links", lambda *args: None)
     monkeypatch.setattr(replicate, "train", lambda *args: calls.append("train"))
 
-    def record(run_dir, name, seed, overrides, sources, hyps_path, settings_path):
-        calls.append(("record", sources, overrides[-1]))
-        write_hyps(hyps_path.parent, name, seed, ["ein Mann"])
+    def record(run_dir, settings, sources, hyps_path, settings_path):
+        calls.append(("record", sources, settings["overrides"][-1], settings["commit"], settings["data"]))
+        write_hyps(hyps_path.parent, settings["system"], settings["seed"], ["ein Mann"])
 
     monkeypatch.setattr(replicate, "record", record)
     args = argparse.Namespace(suite="m30k_verdict", data_dir=corpus, work=tmp_path / "work", oracle=False, threads=1)
-    with replicate.folder_lock(tmp_path / "work" / "runs" / "exgre.seed1") as held:
+    with replicate.folder_lock(tmp_path / "work" / "runs" / SET / "0123456789ab" / "exgre.seed1") as held:
         assert held and replicate.run_system(args, "exgre.seed1") is False
     assert calls == []
     assert replicate.run_system(args, "exgre.seed1") is True
-    assert calls == ["prepare", "train", ("record", ["a man"], "train.seed=1")]
+    assert calls == ["prepare", "train", ("record", ["a man"], "train.seed=1", "0123456789abcdef", "data")]
+    assert (tmp_path / "hyps" / "multi30k" / SET / "exgre.seed1.txt").exists()  # in its set's folder
     assert replicate.run_system(args, "exgre.seed1") is True and len(calls) == 3  # recorded: nothing to do
 
     monkeypatch.setattr(replicate, "oracle_corpus", lambda *args: corpus)
-    monkeypatch.setattr(replicate, "record", lambda run_dir, name, *args: calls.append(("record", name)))
+    monkeypatch.setattr(replicate, "record", lambda run_dir, settings, *args: calls.append(("record", settings["system"])))
     oracle = argparse.Namespace(**{**vars(args), "oracle": True})
     assert replicate.run_system(oracle, "baseline.seed1") is True
     assert calls[-1] == ("record", "oracle_baseline")  # its settings name the system as its files do
+
+
+def test_tables_refuse_a_comparison_whose_runs_differ_in_commit_or_data_and_mark_the_first_pass(tmp_path):
+    refs = ROTATIONS * 2
+    write_refs(tmp_path / "data", refs)
+    hyps = tmp_path / "hyps" / "multi30k" / SET
+    for system, seed in (("baseline", 1), ("baseline", 2), ("exgre", 1), ("exgre", 2)):
+        write_hyps(hyps, system, seed, refs)
+        (hyps / f"{system}.seed{seed}.yaml").write_text(yaml.safe_dump(exchangeable()), encoding="utf-8")
+    claim = {"paper": "p", "claim": "c", "corpus": "multi30k", "baseline": "baseline", "system": "exgre"}
+
+    def verdict_cell() -> str:
+        comparisons = verdicts.comparisons_of([claim], tmp_path / "hyps", tmp_path / "data")
+        assert [c.folder.name for c in comparisons] == [SET]
+        return verdicts.claim_row(comparisons[0])[-1]
+
+    assert not verdict_cell().startswith("refused")
+    (hyps / "exgre.seed2.yaml").write_text(yaml.safe_dump(exchangeable(threads=4)), encoding="utf-8")
+    assert not verdict_cell().startswith("refused")  # threads do not change a GPU's computation
+    (hyps / "exgre.seed2.yaml").write_text(yaml.safe_dump(exchangeable(commit="3b097d2aaaa")), encoding="utf-8")
+    assert verdict_cell() == "refused: runs differ in commit (238c92a, 3b097d2)"
+    (hyps / "exgre.seed2.yaml").write_text(yaml.safe_dump(exchangeable(data_hash="cd" * 32)), encoding="utf-8")
+    assert verdict_cell() == f"refused: runs differ in data hash of data ({'ab' * 6}, {'cd' * 6})"
+    (hyps / "exgre.seed2.yaml").write_text(yaml.safe_dump(exchangeable(data="data_lattice", data_hash="cd" * 32)),
+                                           encoding="utf-8")
+    assert not verdict_cell().startswith("refused")  # other data by design: another prepare config
+    cpu = {"device": "cpu", "cpu": {"model": "AMD EPYC", "family": "25", "model_number": "1"}, "precision": "float32"}
+    assert verdicts.differences([exchangeable(**cpu, threads=1), exchangeable(**cpu, threads=2)]) == [
+        "threads (1, 2)"]
+    first_pass = tmp_path / "hyps" / "multi30k" / "first_pass"
+    for system, seed, commit in (("baseline", 1, "e984310"), ("baseline", 2, "53a3aae"), ("exgre", 1, "9734536")):
+        write_hyps(first_pass, system, seed, refs)
+        (first_pass / f"{system}.seed{seed}.yaml").write_text(yaml.safe_dump({"commit": commit, "train_minutes": 50.0}),
+                                                                   encoding="utf-8")
+    assert [c.folder.name for c in verdicts.comparisons_of([claim], tmp_path / "hyps", tmp_path / "data")] == [SET]
+    marked = verdicts.comparisons_of([{**claim, "first_pass": True, "seeds": 1}], tmp_path / "hyps", tmp_path / "data")
+    row = verdicts.claim_row(marked[0])
+    assert row[3] == "first pass (mixed commits and machines)"
+    assert not row[-1].startswith(("refused", "pending"))  # mixed commits, but exempt from the refusal
 
 
 def test_tables_can_leave_the_results_document_alone(monkeypatch):
@@ -288,13 +334,59 @@ def test_a_copy_without_git_names_its_commit_from_the_environment_or_stops(tmp_p
     assert replicate.commit_id() == "0123abc"
 
 
-def test_the_named_commit_wins_over_a_checkout_whose_git_is_stale(monkeypatch):
+def test_a_checkout_with_uncommitted_code_is_refused(tmp_path, monkeypatch):
+    def git(*args: str) -> None:
+        subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=tmp_path, check=True,
+                       capture_output=True)
+
+    (tmp_path / "ordo").mkdir()
+    (tmp_path / "ordo" / "model.py").write_text("x = 1\n", encoding="utf-8")
+    git("init", "-q")
+    git("add", "ordo")
+    git("commit", "-q", "-m", "first")
+    monkeypatch.setattr(replicate, "ROOT", tmp_path)
+    monkeypatch.delenv("ORDO_COMMIT", raising=False)
+    head = replicate.commit_id()
+    assert len(head) == 40
+    (tmp_path / "notes.txt").write_text("outside ordo/ and recipes/\n", encoding="utf-8")
+    assert replicate.commit_id() == head
+    (tmp_path / "ordo" / "model.py").write_text("x = 2\n", encoding="utf-8")
+    with pytest.raises(SystemExit, match=f"differ from HEAD {head[:7]} \\(ordo/model.py\\): commit first"):
+        replicate.commit_id()
+    git("checkout", "ordo/model.py")
+    (tmp_path / "recipes").mkdir()
+    (tmp_path / "recipes" / "new.py").write_text("\n", encoding="utf-8")  # untracked code counts too
+    with pytest.raises(SystemExit, match="commit first"):
+        replicate.commit_id()
     monkeypatch.setenv("ORDO_COMMIT", "0123abc")
     assert replicate.commit_id() == "0123abc"
-    monkeypatch.delenv("ORDO_COMMIT")
-    assert re.fullmatch(r"[0-9a-f]{40}(\+changes)?", replicate.commit_id())
+    with pytest.raises(SystemExit, match=f"imports ordo from .*, not from {tmp_path}: run it with PYTHONPATH="):
+        replicate.check_ordo_source()  # the ordo this process runs is another checkout's
 
 
-def test_the_settings_name_the_training_device_and_its_precision():
+def test_the_settings_name_the_device_cpu_and_data_and_the_set_they_belong_to(tmp_path, monkeypatch):
     assert replicate.training_device({"device": "cpu", "amp": "auto"}) == {"device": "cpu", "precision": "float32"}
     assert replicate.training_device({"device": "cpu", "amp": "bf16"}) == {"device": "cpu", "precision": "bfloat16"}
+    monkeypatch.setattr(replicate.gemm, "cpuinfo", lambda: {
+        "model name": "Intel(R) Xeon(R) Platinum 8480C @ 2.00GHz", "cpu family": "6", "model": "143",
+        "flags": "fpu avx2 avx512f amx_bf16 amx_tile"})
+    machine = replicate.machine_settings({"device": "cpu", "threads": 1, "cpu_gemm": "blas"})
+    assert machine == {"threads": 1, "device": "cpu", "precision": "float32", "cpu_gemm": "blas",
+                       "cpu": {"model": "Intel(R) Xeon(R) Platinum 8480C @ 2.00GHz", "family": "6",
+                               "model_number": "143", "avx2": True, "avx512f": True, "amx_tile": True}}
+    assert replicate.set_name(machine) == "cpu-intel-xeon-platinum-8480c-6-143-t1-fp32"
+    amd = {**machine, "cpu": {"model": "AMD EPYC", "family": "25", "model_number": "1"}}
+    assert replicate.set_name(amd) == "cpu-amd-epyc-25-1-t1-fp32"
+    assert replicate.set_name({**machine, "device": "NVIDIA H200", "precision": "bfloat16"}) == SET
+    data = tmp_path / "data"
+    data.mkdir()
+    for name, text in (("data.yaml", "splits: {}"), ("spm.model", "v"), ("train.src.bin", "1"),
+                       ("train.field.reorder_pos.idx", "2"), ("test.src.bin", "3"), ("train.src.txt", "t")):
+        (data / name).write_text(text, encoding="utf-8")
+    first = replicate.data_hash(data)
+    assert len(first) == 64
+    (data / "test.src.bin").write_text("4", encoding="utf-8")  # the test split and the text do not train
+    (data / "train.src.txt").write_text("u", encoding="utf-8")
+    assert replicate.data_hash(data) == first
+    (data / "train.field.reorder_pos.idx").write_text("5", encoding="utf-8")  # other alignments: other data
+    assert replicate.data_hash(data) != first
