@@ -158,13 +158,18 @@ def _add_analyze(sub: argparse._SubParsersAction) -> None:
     attention.add_argument("--line", type=int, default=1, help="1-based line of --src/--ref to show")
     attention.add_argument("--checkpoint", default="best")
     attention.add_argument("--device", default="auto")
-    seeds = kinds.add_parser("seeds", help="does a method help? a system against its baseline over seeds, by the "
-                                           "rule of ordo's verdicts (mean gain beyond twice the baseline's seed sd)")
+    seeds = kinds.add_parser("seeds", help="does a method help? a system against its baseline over seeds: the gain, "
+                                           "its 95%% interval and p (t-test over seeds), the gain the seeds can "
+                                           "detect, and a verdict (gain, loss, paper's gain ruled out, inconclusive)")
     seeds.add_argument("--ref", "--test-ref", dest="ref", required=True, help="test reference")
     seeds.add_argument("--baseline", action="append", required=True, metavar="FILE",
-                       help="the baseline's test output of one seed (repeat: at least two seeds)")
+                       help="the baseline's test output of one seed (repeat: three or more seeds a side)")
     seeds.add_argument("--system", action="append", required=True, metavar="FILE",
-                       help="the system's output of one seed (repeat), paired with the baseline files in order")
+                       help="the system's output of one seed (repeat); paired with the baseline "
+                            "files in order only for the bootstrap over test sentences reported beside")
+    seeds.add_argument("--target-gain", type=float, metavar="GAIN",
+                       help="the gain a claim states (e.g. a paper's): the verdict says whether the interval rules it "
+                            "out, and the table how many seeds per side would detect it")
     seeds.add_argument("--out", required=True, help="folder for the tables (seeds, verdict: .md, .tsv)")
     seeds.add_argument("--metric", choices=["bleu", "ribes"], default="bleu",
                        help="BLEU, or RIBES for word order (with its paired bootstrap over sentence scores)")
@@ -449,7 +454,8 @@ def run_analyze(args: argparse.Namespace) -> None:
         from ordo.evaluation.seeds import bleu_metric, ribes_metric
 
         metric = (ribes_metric if args.metric == "ribes" else bleu_metric)(args.tokenized_bleu)
-        print(report.seeds_report(base_runs, system_runs, read[args.baseline[0]][1], Path(args.out), metric))
+        print(report.seeds_report(base_runs, system_runs, read[args.baseline[0]][1], Path(args.out), metric,
+                                  args.target_gain))
         return
     sources, refs = read_hyp_ref(args.src, args.ref)
     out = Path(args.out)

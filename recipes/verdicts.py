@@ -8,18 +8,17 @@ CPU threads (on a CPU), precision or prepared data (hash) is refused, with what 
 The runs before issue 40 lie in ``CORPUS/first_pass`` (mixed commits and machines): only the claims marked
 ``first_pass`` are judged on them, unrefused but marked as such, and the other claims never.
 
-:func:`write_tables` scores them: BLEU of every seed, the paired difference per seed, the baseline's seed
-standard deviation, sacreBLEU's two-sided paired bootstrap p over the pooled seeds, and the verdict by the rule
-stated in bench/RESULTS.md (:func:`verdict`), written to bench/results/verdicts.md and in place in
-bench/RESULTS.md. Where a corpus has ``bench/hyps/CORPUS/test.align`` (the prepared test split's eflomal links),
-a second table scores every system by reordering difficulty: BLEU and RIBES per third of the test pairs by
-alignment τ (:func:`ordo.evaluation.order.difficulty_buckets`), averaged over seeds, with the mean difference
-per common seed to the system it is compared with (bench/results/verdicts_order.md); a table of every finished
-run lists its BLEU, RIBES and settings (bench/results/verdicts_runs.md); the same rule applied to RIBES gives a
-verdict on word order for every comparison with two seeds or more (bench/results/verdicts_ribes.md). Three
-figures go to bench/results/figures/: the gains over seeds against the rule's band (verdicts_gains.png), each
-comparison's dev loss curves (verdicts_dev_loss.png), and each system's gain per third of reordering difficulty
-(verdicts_order_CORPUS.png).
+:func:`write_tables` scores them: BLEU of every seed and the test over seeds of :mod:`ordo.evaluation.seeds` (the
+mean gain, its 95% interval and p, the minimum detectable gain, the seeds per side that detect the claim's
+``paper_gain``, sacreBLEU's paired bootstrap p over the pooled seeds beside it, and the verdict word), written
+to bench/results/verdicts.md and in place in bench/RESULTS.md; the same test on RIBES
+(bench/results/verdicts_ribes.md); a table of every finished run (bench/results/verdicts_runs.md); and, where a
+corpus has ``bench/hyps/CORPUS/test.align`` (the prepared test split's eflomal links), BLEU and RIBES per third of
+the test pairs by alignment τ (:func:`ordo.evaluation.order.difficulty_buckets`), averaged over seeds, with the
+mean difference per common seed to the system it is compared with (bench/results/verdicts_order.md). Three
+figures go to bench/results/figures/: each comparison's gain with its interval and the paper's gain
+(verdicts_gains.png), each comparison's dev loss curves (verdicts_dev_loss.png), and each system's gain per third
+of reordering difficulty (verdicts_order_CORPUS_SET.png).
 """
 
 from __future__ import annotations
@@ -47,7 +46,15 @@ from ordo.evaluation.order import (
     difficulty_buckets,
     ribes_tokens,
 )
-from ordo.evaluation.seeds import compare_seeds, pooled_bootstrap_p, ribes_metric, verdict
+from ordo.evaluation.seeds import (
+    MAX_SEEDS,
+    SeedComparison,
+    SeedMetric,
+    compare_seeds,
+    pooled_bootstrap_p,
+    ribes_metric,
+)
+from ordo.evaluation.seeds import bleu_metric as seed_bleu_metric
 
 FIRST_PASS = "first_pass"  # bench/hyps/CORPUS/first_pass: the runs before issue 40
 FIRST_PASS_NOTE = "first pass (mixed commits and machines)"
@@ -204,18 +211,23 @@ class Comparison:
 
     @property
     def ready(self) -> bool:
-        """Whether a verdict can be given: two baseline seeds and the claim's ``seeds`` (default 2) in common."""
-        return len(self.base) >= 2 and len(self.common) >= int(self.claim.get("seeds", 2))
+        """Whether the verdict is due: the claim's ``seeds`` (default 2) on both sides, fixed before the runs."""
+        return min(len(self.base), len(self.system)) >= int(self.claim.get("seeds", 2))
 
     @property
-    def gains(self) -> list[float]:
-        """The system's BLEU minus the baseline's, per common seed."""
-        return [self.system_bleu[s] - self.base_bleu[s] for s in self.common]
+    def testable(self) -> bool:
+        """Whether the test over seeds can run (:class:`ordo.evaluation.seeds.SeedTest`): a seed of each system
+        and three in all."""
+        return min(len(self.base), len(self.system)) >= 1 and len(self.base) + len(self.system) >= 3
 
-    @property
-    def baseline_sd(self) -> float:
-        """The standard deviation of the baseline's BLEU over its seeds (needs two)."""
-        return statistics.stdev(self.base_bleu.values())
+    def result(self, metric: SeedMetric, against_paper: bool = True) -> SeedComparison:
+        """The two systems' seeds compared in ``metric`` (:func:`ordo.evaluation.seeds.compare_seeds`), against
+        the claim's ``paper_gain`` where ``against_paper`` (a BLEU gain: no yardstick for another metric), the
+        seeds both have first so that the bootstrap over test sentences pools runs of the same seed."""
+        base_seeds, system_seeds = ([*self.common, *sorted(set(runs) - set(self.common))]
+                                    for runs in (self.base, self.system))
+        return compare_seeds([self.base[s] for s in base_seeds], [self.system[s] for s in system_seeds], self.refs,
+                             metric, self.claim.get("paper_gain") if against_paper else None)
 
 
 def compare(claim: dict, folder: Path, data_root: Path) -> Comparison:
@@ -242,9 +254,43 @@ def seed_p(base: dict[int, list[str]], system: dict[int, list[str]], refs: list[
     return pooled_bootstrap_p([base[s] for s in common], [system[s] for s in common], refs, indices)
 
 
+TEST_HEADER = ["gain [95% interval]", "p (t-test over seeds)", "min. detectable gain (80% power)",
+               "seeds per side for the paper's gain", "bootstrap p (pooled seeds)"]
+
+
+def test_cells(result: SeedComparison) -> list[str]:
+    """The cells of :data:`TEST_HEADER` for ``result``."""
+    test = result.test
+    low, high = test.interval
+    needed = result.seeds_needed
+    needed_cell = "-" if result.target_gain is None else str(needed) if needed else f"> {MAX_SEEDS}"
+    return [f"{test.mean_gain:+.2f} [{low:+.2f}, {high:+.2f}]", f"{test.p_value:.3g}",
+            f"{test.min_detectable_gain():.2f}", needed_cell, f"{result.sentence_p:.3g}"]
+
+
+def verdict_cells(comparison: Comparison, metric: SeedMetric, against_paper: bool = True) -> list[str]:
+    """:func:`test_cells` and the verdict of ``comparison`` in ``metric`` (against the paper's gain where
+    ``against_paper``): refused when its runs are not
+    exchangeable (:attr:`Comparison.refusal`), pending until it is :attr:`Comparison.ready` (with the test
+    so far where it can run), and the verdict word of the test over seeds once it is."""
+    if comparison.refusal:
+        return ["-"] * len(TEST_HEADER) + [comparison.refusal]
+    pending = (f"pending ({len(comparison.base)} baseline, {len(comparison.system)} system seeds of "
+               f"{comparison.claim.get('seeds', 2)})")
+    if not comparison.testable:
+        return ["-"] * len(TEST_HEADER) + [pending]
+    result = comparison.result(metric, against_paper)
+    return [*test_cells(result), result.verdict if comparison.ready else pending]
+
+
+HEADER = ["paper", "claim (paper's setting)", "corpus", "set", "comparison", "BLEU by seed (system)",
+          "train min (system / base)", "RIBES (system / base)", *TEST_HEADER, "verdict"]
+
+
 def claim_row(comparison: Comparison) -> list[str]:
-    """One row of the verdicts table: refused when its runs are not exchangeable (:attr:`Comparison.refusal`),
-    else pending until the comparison is :attr:`Comparison.ready`."""
+    """One row of the verdicts table (:data:`HEADER`): the system's BLEU by seed, both systems' mean training
+    minutes and RIBES, and the test over seeds in BLEU against the claim's ``paper_gain``
+    (:func:`verdict_cells`)."""
     claim, base, system = comparison.claim, comparison.base, comparison.system
     listed = ", ".join(f"{comparison.system_bleu[s]:.2f}" for s in sorted(system)) or "-"
     minutes = [mean_minutes(comparison.folder, claim[side]) for side in ("system", "baseline")]
@@ -253,36 +299,24 @@ def claim_row(comparison: Comparison) -> list[str]:
              f"{claim['system']} vs {claim['baseline']}", listed,
              " / ".join("-" if m is None else f"{m:.0f}" for m in minutes),
              " / ".join("-" if r is None else f"{r:.2f}" for r in ribes)]
-    if comparison.refusal:
-        return [*cells, "-", "-", "-", comparison.refusal]
-    if not comparison.ready:
-        return [*cells, "-", "-", "-", f"pending ({len(base)} baseline, {len(system)} system seeds)"]
-    gains = comparison.gains
-    p_value = seed_p(base, system, comparison.refs)
-    gain_cell = f"{statistics.fmean(gains):+.2f} ({', '.join(f'{g:+.2f}' for g in gains)})"
-    return [*cells, gain_cell, f"{comparison.baseline_sd:.2f} ({len(base)} seeds)", f"{p_value:.3g}",
-            verdict(gains, comparison.baseline_sd)]
+    return [*cells, *verdict_cells(comparison, seed_bleu_metric(comparison.tokenized))]
 
 
-RIBES_HEADER = ["paper", "comparison", "corpus", "set", "RIBES by seed (system)", "RIBES gain: mean (per seed)",
-                "baseline RIBES seed sd", "bootstrap p (pooled seeds)", "verdict on word order"]
+RIBES_HEADER = ["paper", "comparison", "corpus", "set", "RIBES by seed (system)", *TEST_HEADER,
+                "verdict on word order"]
 
 
 def ribes_row(comparison: Comparison) -> list[str] | None:
-    """The verdict rule on RIBES x100 (:func:`ordo.evaluation.seeds.ribes_metric`) for a ready comparison with
-    two common seeds or more (None otherwise): each system seed's RIBES, the paired gains, the baseline's RIBES
-    seed sd, the pooled paired bootstrap p of the sentence scores, and the verdict; None for a refused one."""
-    common = comparison.common
-    if not comparison.ready or len(common) < 2 or comparison.refusal:
+    """The test over seeds on RIBES x100 (:func:`ordo.evaluation.seeds.ribes_metric`) for a comparison whose test
+    can run and is not refused (None otherwise): each system seed's RIBES, :func:`test_cells` and the verdict,
+    with no target gain (the papers claim BLEU gains only, so no RIBES gain is ruled out)."""
+    if not comparison.testable or comparison.refusal:
         return None
-    base_seeds = common + [s for s in sorted(comparison.base) if s not in common]  # common seeds pair first
-    result = compare_seeds([comparison.base[s] for s in base_seeds], [comparison.system[s] for s in common],
-                           comparison.refs, ribes_metric(comparison.tokenized))
+    metric = ribes_metric(comparison.tokenized)
     claim = comparison.claim
+    ribes = [metric.score(comparison.system[s], comparison.refs) for s in sorted(comparison.system)]
     return [claim["paper"], f"{claim['system']} vs {claim['baseline']}", claim["corpus"], set_label(comparison.folder),
-            ", ".join(f"{score:.2f}" for score in result.system_scores),
-            f"{result.mean_gain:+.2f} ({', '.join(f'{g:+.2f}' for g in result.gains)})",
-            f"{result.baseline_sd:.2f} ({len(base_seeds)} seeds)", f"{result.p_value:.3g}", result.verdict]
+            ", ".join(f"{score:.2f}" for score in ribes), *verdict_cells(comparison, metric, against_paper=False)]
 
 
 def pair_taus(path: Path, pairs: int) -> list[float]:
@@ -485,8 +519,8 @@ def mean_dev_loss(folder: Path, system: str) -> dict[int, float]:
 
 
 def write_figures(comparisons: list[Comparison], hyps_root: Path, data_root: Path, figures: Path) -> list[Path]:
-    """``figures/verdicts_gains.png``: each ready, unrefused comparison's gain per seed, their mean and the verdict
-    rule's band of twice the baseline's seed sd; ``figures/verdicts_dev_loss.png``: every comparison's two dev
+    """``figures/verdicts_gains.png``: each testable, unrefused comparison's mean BLEU gain with its 95% interval
+    and the paper's gain; ``figures/verdicts_dev_loss.png``: every comparison's two dev
     loss curves, each averaged over its seeds, so that a gap which closes with training shows;
     ``figures/verdicts_order_CORPUS_SET.png``: each system's BLEU difference per third of the test pairs by
     reordering difficulty in one set (:func:`order_gains`), where the corpus has its test links."""
@@ -500,10 +534,12 @@ def write_figures(comparisons: list[Comparison], hyps_root: Path, data_root: Pat
                                        "BLEU difference to the comparison system",
                                        figures / f"verdicts_order_{corpus}_{folder.name}.png",
                                        f"{corpus}, {folder.name}: gains by reordering difficulty (seed means)"))
-    ready = [c for c in comparisons if c.ready and not c.refusal]
-    if ready:
-        paths.append(gain_plot([(c.label, c.gains, 2 * c.baseline_sd) for c in ready],
-                               "BLEU gain (dots: seeds; bar: mean; grey: ±2 baseline sd)",
+    tested = [(c.label, c.result(seed_bleu_metric(c.tokenized)), c.claim.get("paper_gain")) for c in comparisons
+              if c.testable and not c.refusal]
+    if tested:
+        paths.append(gain_plot([(label, result.test.mean_gain, result.test.interval, paper_gain)
+                                for label, result, paper_gain in tested],
+                               "BLEU gain: mean (dot), 95% interval (bar), paper's gain (x)",
                                figures / "verdicts_gains.png", "Verdicts: gains over seeds"))
     panels = []
     for c in comparisons:
@@ -521,11 +557,8 @@ def write_tables(claims: list[dict], hyps_root: Path, data_root: Path, out: Path
     RIBES and the table by reordering difficulty, printed, written to ``out`` and beside it (``_runs``,
     ``_ribes``, ``_order``), and put in place in ``results`` (None: nowhere else); the figures of
     :func:`write_figures` in ``figures/`` beside ``out``."""
-    header = ["paper", "claim (paper's setting)", "corpus", "set", "comparison", "BLEU by seed",
-              "train min (system / base)", "RIBES (system / base)",
-              "gain: mean (per seed)", "baseline seed sd", "bootstrap p (pooled seeds)", "verdict"]
     comparisons = comparisons_of(claims, hyps_root, data_root)
-    tables = {out: markdown_table(header, [claim_row(comparison) for comparison in comparisons])}
+    tables = {out: markdown_table(HEADER, [claim_row(comparison) for comparison in comparisons])}
     corpora = dict.fromkeys(claim["corpus"] for claim in claims)
     runs = [row for corpus in corpora for row in run_rows(corpus, claims, hyps_root, data_root)]
     tables[out.with_name(f"{out.stem}_runs.md")] = markdown_table(RUNS_HEADER, runs)

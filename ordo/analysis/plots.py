@@ -83,19 +83,19 @@ CJK_FONTS = ("Noto Sans CJK JP", "Noto Sans CJK SC", "Source Han Sans", "IPAexGo
              "WenQuanYi Zen Hei", "Microsoft YaHei", "MS Gothic")  # fallbacks for Chinese/Japanese labels
 
 
-def gain_plot(rows: Sequence[tuple[str, Sequence[float], float]], xlabel: str, path: str | Path,
+def gain_plot(rows: Sequence[tuple[str, float, tuple[float, float], float | None]], xlabel: str, path: str | Path,
               title: str = "") -> Path:
-    """Write a PNG with one row per comparison, top first: each seed's gain as a dot, their mean as a bar, and
-    the band ``[-threshold, threshold]`` shaded, inside which a mean gain is within the noise (the verdict
-    rule's twice the baseline's seed standard deviation)."""
+    """Write a PNG with one row per comparison (label, mean gain, its interval, a target gain or None), top
+    first: the interval as a bar, the mean as a dot, the target as a cross, and a line at 0."""
     plt = pyplot()
     figure, axes = plt.subplots(figsize=(9.0, 0.5 * len(rows) + 1.4))
-    for y, (_, gains, threshold) in enumerate(reversed(rows)):
-        axes.fill_betweenx([y - 0.35, y + 0.35], -threshold, threshold, color="#dddddd", linewidth=0)
-        axes.plot([sum(gains) / len(gains)] * 2, [y - 0.3, y + 0.3], color="#c44e52", linewidth=2.5)
-        axes.plot(list(gains), [y] * len(gains), "o", color="#4c72b0")
+    for y, (_, mean, (low, high), target) in enumerate(reversed(rows)):
+        axes.plot([low, high], [y, y], color="#4c72b0", linewidth=2.5)
+        axes.plot([mean], [y], "o", color="#c44e52")
+        if target is not None:
+            axes.plot([target], [y], "x", color="black", markersize=8)
     axes.axvline(0.0, color="black", linewidth=0.8)
-    axes.set_yticks(range(len(rows)), [label for label, _, _ in reversed(rows)])
+    axes.set_yticks(range(len(rows)), [label for label, _, _, _ in reversed(rows)])
     axes.set_xlabel(xlabel)
     if title:
         axes.set_title(title)

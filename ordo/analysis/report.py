@@ -20,7 +20,7 @@ from ordo.evaluation.order import (
     fuzzy_reordering,
     ribes_tokens,
 )
-from ordo.evaluation.seeds import SeedMetric, compare_seeds
+from ordo.evaluation.seeds import MAX_SEEDS, SeedMetric, compare_seeds
 from ordo.evaluation.significance import bleu_bootstrap_p
 
 
@@ -70,25 +70,30 @@ def length_report(
 
 
 def seeds_report(base_runs: Sequence[tuple[str, list[str]]], system_runs: Sequence[tuple[str, list[str]]],
-                 refs: list[str], out: Path, metric: SeedMetric) -> str:
+                 refs: list[str], out: Path, metric: SeedMetric, target_gain: float | None = None) -> str:
     """``out/seeds.{md,tsv}``: the score in ``metric`` of every (name, hypotheses) run of the baseline and the
-    system, paired in order, with each pair's gain; ``out/verdict.{md,tsv}``: the means, the baseline's seed sd,
-    the rule's band (twice it), the pooled paired test's p and the verdict (:mod:`ordo.evaluation.seeds`).
-    Returns both tables' markdown."""
-    result = compare_seeds([hyps for _, hyps in base_runs], [hyps for _, hyps in system_runs], refs, metric)
-    rows: list[list[Cell]] = []
-    for pair, (base_name, _) in enumerate(base_runs):
-        paired = pair < len(system_runs)
-        rows.append([pair + 1, base_name, result.base_scores[pair], system_runs[pair][0] if paired else None,
-                     result.system_scores[pair] if paired else None, result.gains[pair] if paired else None])
-    name = metric.name
-    seeds = write_tables(out / "seeds", ["pair", "baseline run", name, "system run", name, "gain"], rows)
-    headers = ["baseline seeds", "system seeds", f"baseline mean {name}", f"system mean {name}",
-               "mean gain (paired)", "baseline seed sd", "rule's band (2 sd)", "bootstrap p (pooled seeds)", "verdict"]
+    system; ``out/verdict.{md,tsv}``: the means, the gain with its 95% interval and the t-test's p over seeds,
+    the pooled seed sd, the minimum gain these seeds detect with 80% power, the seeds per side that would detect
+    ``target_gain``, the pooled paired bootstrap p over test sentences, and the verdict
+    (:mod:`ordo.evaluation.seeds`). Returns both tables' markdown."""
+    result = compare_seeds([hyps for _, hyps in base_runs], [hyps for _, hyps in system_runs], refs, metric,
+                           target_gain)
+    test, name = result.test, metric.name
+    rows: list[list[Cell]] = [[side, run_name, score] for side, runs, scores in (
+        ("baseline", base_runs, test.base_scores), ("system", system_runs, test.system_scores))
+        for (run_name, _), score in zip(runs, scores)]
+    seeds = write_tables(out / "seeds", ["side", "run", name], rows)
+    low, high = test.interval
+    needed = result.seeds_needed
+    headers = ["baseline seeds", "system seeds", f"baseline mean {name}", f"system mean {name}", "gain",
+               "95% interval", "p (t-test over seeds)", "seed sd (pooled)", "min. detectable gain (80% power)",
+               "target gain", "seeds per side for it", "bootstrap p (pooled seeds)", "verdict"]
     summary = write_tables(out / "verdict", headers, [[
-        len(result.base_scores), len(result.system_scores), statistics.fmean(result.base_scores),
-        statistics.fmean(result.system_scores), result.mean_gain, result.baseline_sd, 2 * result.baseline_sd,
-        f"{result.p_value:.3g}", result.verdict]])
+        len(test.base_scores), len(test.system_scores), statistics.fmean(test.base_scores),
+        statistics.fmean(test.system_scores), f"{test.mean_gain:+.2f}", f"[{low:+.2f}, {high:+.2f}]",
+        f"{test.p_value:.3g}", test.sd, test.min_detectable_gain(), target_gain,
+        None if target_gain is None else (needed or f"> {MAX_SEEDS}"), f"{result.sentence_p:.3g}",
+        result.verdict]])
     return f"{seeds}\n{summary}"
 
 

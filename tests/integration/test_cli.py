@@ -13,7 +13,7 @@ from ordo.data.textio import read_lines
 def test_prepare_train_translate_average_evaluate(demo_data, tmp_path, capsys):
     run = tmp_path / "run"
     args = ["train", "--data", str(demo_data), "--preset", "tiny", "--out", str(run),
-            "--set", "train.max_steps=500", "--set", "train.valid_every=250", "--set", "train.lr=3e-3",
+            "--set", "train.max_steps=300", "--set", "train.valid_every=100", "--set", "train.lr=3e-3",
             "--set", "train.warmup_steps=100", "--set", "train.max_tokens=1500", "--set", "train.progress=false",
             "--set", "train.valid_max_sentences=30", "--set", "train.threads=2"]
     assert main(args) == 0
@@ -142,7 +142,7 @@ def test_analyze_order_buckets_by_alignment_tau_and_checks_line_counts(tmp_path,
     assert mono_row[0] == "mono" and float(mono_row[2]) == 1.0 and float(mono_row[4]) == 100.0
 
 
-def test_analyze_seeds_gives_the_verdict_over_paired_seeds(tmp_path, capsys):
+def test_analyze_seeds_gives_the_gain_its_interval_and_a_verdict(tmp_path, capsys):
     refs = [f"the cat number {i} sat on the mat ." for i in range(30)]
     (tmp_path / "ref").write_text("\n".join(refs) + "\n")
     for seed, cut in ((1, 3), (2, 4), (3, 5)):  # baselines drop the last words of every sentence
@@ -151,21 +151,24 @@ def test_analyze_seeds_gives_the_verdict_over_paired_seeds(tmp_path, capsys):
     (tmp_path / "system2").write_text("\n".join(" ".join(r.split()[:-1]) for r in refs) + "\n")
     common = ["analyze", "seeds", "--ref", str(tmp_path / "ref"), "--out", str(tmp_path / "out"), "--tokenized-bleu"]
     bases = [arg for seed in (1, 2, 3) for arg in ("--baseline", str(tmp_path / f"base{seed}"))]
-    assert main([*common, *bases, "--system", str(tmp_path / "system1"), "--system", str(tmp_path / "system2")]) == 0
-    assert "| confirmed |" in capsys.readouterr().out
-    assert main([*common, *bases, "--system", str(tmp_path / "system1"), "--system", str(tmp_path / "system2"),
-                 "--metric", "ribes"]) == 0
+    systems = ["--system", str(tmp_path / "system1"), "--system", str(tmp_path / "system2")]
+    assert main([*common, *bases, *systems, "--target-gain", "1.0"]) == 0
+    assert "| gain |" in capsys.readouterr().out
+    header, row = ((tmp_path / "out" / "verdict.tsv").read_text().splitlines()[i].split("\t") for i in (0, 1))
+    verdict = dict(zip(header, row))
+    low, high = (float(end) for end in verdict["95% interval"].strip("[]").split(", "))
+    assert 0 < low < float(verdict["gain"]) < high and float(verdict["p (t-test over seeds)"]) < 0.05
+    assert verdict["seeds per side for it"] != "" and float(verdict["min. detectable gain (80% power)"]) > 0
+    seed_rows = [line.split("\t") for line in (tmp_path / "out" / "seeds.tsv").read_text().splitlines()[1:]]
+    assert [row[0] for row in seed_rows] == ["baseline"] * 3 + ["system"] * 2
+    assert seed_rows[0][1].endswith("base1") and float(seed_rows[3][2]) == pytest.approx(100.0)
+    assert main([*common, *bases, *systems, "--metric", "ribes"]) == 0
     assert "baseline mean RIBES" in capsys.readouterr().out
     assert (tmp_path / "out" / "seeds.tsv").read_text().splitlines()[0].split("\t")[2] == "RIBES"
-    assert main([*common, *bases, "--system", str(tmp_path / "system1"), "--system", str(tmp_path / "system2")]) == 0
-    capsys.readouterr()
-    seed_rows = [line.split("\t") for line in (tmp_path / "out" / "seeds.tsv").read_text().splitlines()[1:]]
-    assert [row[0] for row in seed_rows] == ["1", "2", "3"] and seed_rows[2][3:] == ["", "", ""]  # 3 unpaired
-    assert seed_rows[0][1].endswith("base1") and seed_rows[1][3].endswith("system2")  # the pairing shows
-    assert float(seed_rows[0][4]) == pytest.approx(100.0) and float(seed_rows[0][5]) > 10
-    assert main([*common, "--baseline", str(tmp_path / "base1"), "--system", str(tmp_path / "system1"),
-                 "--system", str(tmp_path / "system2")]) != 0
-    assert "the verdict needs at least two seeds of each" in capsys.readouterr().err
+    assert main([*common, "--baseline", str(tmp_path / "base1"), "--system", str(tmp_path / "system1")]) != 0
+    assert "the test needs a seed of each system and three in all" in capsys.readouterr().err
+    assert main([*common, *bases, *systems, "--target-gain", "-1"]) != 0
+    assert "target gain -1.0" in capsys.readouterr().err
     (tmp_path / "short").write_text("one line\n")
     assert main([*common, *bases, "--system", str(tmp_path / "system1"), "--system", str(tmp_path / "short")]) != 0
     assert "short" in capsys.readouterr().err  # the file that does not match the references is named

@@ -1,14 +1,20 @@
-"""ordo.evaluation.seeds: the verdict rule over seeds, paired gains, the baseline's spread, bad input."""
+"""ordo.evaluation.seeds: the t-test over seeds (its error rate and power in simulation, its interval by hand),
+the minimum detectable gain, the seeds a target needs, the verdict words, bad input."""
 
-import statistics
-
+import numpy as np
 import pytest
 
 from ordo.errors import InputError
 from ordo.evaluation.seeds import (
+    GAIN,
+    INCONCLUSIVE,
+    LOSS,
+    RULED_OUT,
     SeedMetric,
+    SeedTest,
     bleu_metric,
     compare_seeds,
+    min_detectable_gain,
     pooled_bootstrap_p,
     ribes_metric,
     verdict,
@@ -17,6 +23,8 @@ from ordo.evaluation.significance import bleu_bootstrap_p
 
 WORDS = ["ein", "Mann", "fährt", "mit", "dem", "Fahrrad", "über", "eine", "Brücke", "am", "Abend"]
 REFS = [" ".join(WORDS[i:] + WORDS[:i]) for i in range(len(WORDS))] * 4  # 44 sentences
+SEED_SD = 0.3      # BLEU: about ordo's measured seed spread
+SENTENCES = 600
 
 
 def exact_share(hyps, refs):
@@ -32,27 +40,80 @@ def run(correct: int) -> list[str]:
     return [r if i < correct else " ".join(r.split()[:-3]) for i, r in enumerate(REFS)]
 
 
-@pytest.mark.parametrize(("gains", "sd", "expected"), [
-    ([1.0, 1.2], 0.3, "confirmed"),                     # mean 1.1 > 0.6, both positive
-    ([0.5, 0.5], 0.3, "not confirmed at this scale"),   # 0.5 < 2 sd
-    ([2.0, -0.1], 0.1, "not confirmed at this scale"),  # signs differ
-    ([-1.0, -0.9], 0.2, "reversed"),
+def simulated_verdicts(seeds: int, gain: float, experiments: int, seed_sd: float = SEED_SD, rng_seed: int = 0):
+    """The verdicts of ``experiments`` simulated comparisons of ``seeds`` seeds a side: each run's corpus score is
+    the mean of its sentence scores, which carry the sentence's difficulty (shared by every run), the system's
+    true ``gain``, the run's seed offset and sentence-level noise (half the seed variance each)."""
+    rng = np.random.default_rng(rng_seed)
+    difficulty = rng.normal(50, 20, (experiments, 1, 1, SENTENCES))
+    offset = rng.normal(0, seed_sd * np.sqrt(0.5), (experiments, 2, seeds, 1))
+    noise = rng.normal(0, seed_sd * np.sqrt(0.5 * SENTENCES), (experiments, 2, seeds, SENTENCES))
+    corpus = (difficulty + offset + noise).mean(axis=3) + np.array([0.0, gain]).reshape(1, 2, 1)
+    return [SeedTest(tuple(base), tuple(system)).verdict() for base, system in corpus]
+
+
+@pytest.mark.parametrize("seeds", [3, 6, 10])
+def test_with_no_true_gain_it_says_gain_or_loss_about_five_percent_of_the_time(seeds):
+    verdicts = simulated_verdicts(seeds, 0.0, 3000, rng_seed=seeds)
+    false_rate = sum(v in (GAIN, LOSS) for v in verdicts) / len(verdicts)
+    assert 0.04 <= false_rate <= 0.06
+    assert set(verdicts) <= {GAIN, LOSS, INCONCLUSIVE}  # no target: nothing is ruled out
+
+
+def test_the_minimum_detectable_gain_falls_with_seeds_and_is_found_eighty_percent_of_the_time():
+    assert min_detectable_gain(SEED_SD, 10, 10) < min_detectable_gain(SEED_SD, 6, 6) < min_detectable_gain(
+        SEED_SD, 3, 3)
+    planted = min_detectable_gain(SEED_SD, 6, 6)
+    assert 0.4 < planted < 0.7  # about 1.8 seed sds at six seeds a side
+    found = sum(v == GAIN for v in simulated_verdicts(6, planted, 2000, rng_seed=7)) / 2000
+    assert 0.75 <= found <= 0.85
+
+
+@pytest.mark.parametrize("seed_sd", [0.3, 0.5])
+def test_a_planted_gain_of_one_bleu_at_six_seeds_a_side_is_found(seed_sd):
+    verdicts = simulated_verdicts(6, 1.0, 1000, seed_sd, rng_seed=11)
+    assert sum(v == GAIN for v in verdicts) / len(verdicts) >= 0.75
+
+
+def test_the_interval_and_p_by_hand():
+    test = SeedTest((1.0, 2.0, 3.0), (3.0, 4.0, 5.0))  # variances 1 and 1: pooled sd 1, 4 degrees of freedom
+    assert test.mean_gain == 2.0 and test.sd == pytest.approx(1.0) and test.df == 4
+    assert test.standard_error == pytest.approx((2 / 3) ** 0.5)
+    half = 2.7764 * (2 / 3) ** 0.5  # t_{0.975, 4} from a table
+    assert test.interval == pytest.approx((2 - half, 2 + half), abs=1e-3)
+    assert test.p_value == pytest.approx(0.0705, abs=5e-4)  # t = 2.449 with 4 degrees of freedom
+    two = SeedTest((1.0, 3.0), (4.0, 6.0))  # sd √2, standard error √2, t_{0.975, 2} = 4.3027
+    assert two.interval == pytest.approx((3 - 4.3027 * 2 ** 0.5, 3 + 4.3027 * 2 ** 0.5), abs=1e-3)
+    assert SeedTest((1.0, 2.0, 3.0), (3.0, 4.0)).df == 3
+    once = SeedTest((1.0, 2.0, 3.0), (5.0,))  # an upper bound run once: the spread is the baseline's alone
+    assert once.sd == pytest.approx(1.0) and once.df == 2
+    assert once.standard_error == pytest.approx((1 + 1 / 3) ** 0.5)
+
+
+@pytest.mark.parametrize(("interval", "target", "expected"), [
+    ((0.2, 1.5), 1.0, GAIN),
+    ((-1.2, -0.1), 1.0, LOSS),
+    ((-0.3, 0.6), 1.0, RULED_OUT),     # contains 0, tops out below the claimed 1.0
+    ((-0.3, 1.4), 1.0, INCONCLUSIVE),  # contains 0 and 1.0
+    ((-0.3, 0.6), None, INCONCLUSIVE),  # nothing claimed, nothing to rule out
 ])
-def test_the_verdict_rule(gains, sd, expected):
-    assert verdict(gains, sd) == expected
+def test_the_verdict_words(interval, target, expected):
+    assert verdict(interval, target) == expected
 
 
-def test_seeds_are_paired_in_order_and_the_spread_counts_every_baseline_seed():
-    base = [run(11), run(22), run(33)]   # 25, 50, 75% exact
-    system = [run(33), run(44)]           # 75, 100%: gains +50, +50 against seeds 1 and 2
-    result = compare_seeds(base, system, REFS, EXACT)
-    assert result.base_scores == [25.0, 50.0, 75.0] and result.system_scores == [75.0, 100.0]
-    assert result.gains == [50.0, 50.0] and result.mean_gain == 50.0
-    assert result.baseline_sd == pytest.approx(statistics.stdev([25.0, 50.0, 75.0]))  # 25.0, band 50.0
-    assert result.verdict == "not confirmed at this scale"  # 50 is not beyond 2 x 25
-    result = compare_seeds([run(20), run(22)], system, REFS, EXACT)  # sd 3.2; gains +29.5, +50.0
-    assert result.verdict == "confirmed" and result.p_value < 0.01
-    assert compare_seeds([run(44), run(40)], [run(11), run(12)], REFS, EXACT).verdict == "reversed"
+def test_the_seeds_needed_are_the_fewest_that_detect_the_target():
+    test = SeedTest((34.3, 34.8, 34.4), (34.5, 34.9, 34.0))  # sd about 0.3
+    needed = test.seeds_needed(0.75)
+    assert needed is not None and needed > 3
+    assert min_detectable_gain(test.sd, needed, needed) <= 0.75 < min_detectable_gain(test.sd, needed - 1, needed - 1)
+    assert test.seeds_needed(0.001) is None  # beyond any budget
+
+
+def test_more_seeds_narrow_the_interval_that_one_gain_gets():
+    few = SeedTest((34.0, 34.6, 34.3), (34.6, 35.2, 34.9))
+    many = SeedTest((34.0, 34.6, 34.3) * 3, (34.6, 35.2, 34.9) * 3)
+    assert few.mean_gain == pytest.approx(many.mean_gain)
+    assert few.verdict() == INCONCLUSIVE and many.verdict() == GAIN
 
 
 def test_the_pooled_bootstrap_uses_the_paired_seeds_and_the_given_pairs_only():
@@ -64,25 +125,34 @@ def test_the_pooled_bootstrap_uses_the_paired_seeds_and_the_given_pairs_only():
     assert first_half_only == 1.0
 
 
-def test_too_few_seeds_unpaired_system_seeds_short_runs_and_a_run_given_twice_are_named():
-    with pytest.raises(InputError, match="1 baseline and 2 system run\\(s\\): the verdict needs at least two"):
-        compare_seeds([REFS], [REFS, run(0)], REFS, EXACT)
-    with pytest.raises(InputError, match="2 baseline and 1 system run"):
-        compare_seeds([REFS, run(0)], [REFS], REFS, EXACT)
-    with pytest.raises(InputError, match="3 system runs for 2 baseline runs"):
-        compare_seeds([REFS, run(0)], [REFS, run(0), run(1)], REFS, EXACT)
+def test_compare_seeds_scores_every_run_and_judges_against_the_target():
+    result = compare_seeds([run(11), run(22), run(33)], [run(33), run(44), run(40)], REFS, EXACT, target_gain=30.0)
+    assert result.test.base_scores == (25.0, 50.0, 75.0)
+    assert result.test.system_scores == pytest.approx((75.0, 100.0, 100 * 40 / 44))
+    assert result.verdict == INCONCLUSIVE and result.seeds_needed is not None and result.seeds_needed > 3
+    assert compare_seeds([run(11), run(12)], [run(44), run(40)], REFS, EXACT).verdict == GAIN
+
+
+def test_too_few_seeds_short_runs_a_run_given_twice_and_a_bad_target_are_named():
+    with pytest.raises(InputError, match="1 baseline and 1 system seed\\(s\\): the test needs a seed of each"):
+        compare_seeds([REFS], [run(0)], REFS, EXACT)
+    with pytest.raises(InputError, match="0 baseline and 3 system seed"):
+        SeedTest((), (1.0, 2.0, 3.0))
     with pytest.raises(InputError, match="system run 2: 43 lines for 44 references"):
         compare_seeds([REFS, run(0)], [REFS, REFS[:-1]], REFS, EXACT)
     with pytest.raises(InputError, match="baseline run 2 is identical to an earlier baseline run"):
         compare_seeds([run(0), run(0)], [REFS, run(1)], REFS, EXACT)  # would fake a spread of 0
+    with pytest.raises(InputError, match="target gain 0"):
+        compare_seeds([REFS, run(0)], [REFS, run(1)], REFS, EXACT, target_gain=0)
 
 
 def test_seeds_are_scored_with_sacrebleu_by_default_and_multi_bleu_on_tokenized_text():
     refs = [f"{r}." for r in REFS]     # detokenized: the period attached
     spaced = [f"{r} ." for r in REFS]  # sacreBLEU's 13a splits it off, whitespace BLEU does not
     result = compare_seeds([run(0), run(1)], [spaced, REFS], refs)
-    assert result.metric == "BLEU" and result.system_scores[0] == pytest.approx(100.0)
-    assert compare_seeds([run(0), run(1)], [spaced, REFS], refs, bleu_metric(tokenized=True)).system_scores[0] < 90
+    assert result.metric == "BLEU" and result.test.system_scores[0] == pytest.approx(100.0)
+    assert compare_seeds([run(0), run(1)], [spaced, REFS], refs,
+                         bleu_metric(tokenized=True)).test.system_scores[0] < 90
 
 
 def test_ribes_judges_word_order_where_bleu_barely_moves():
@@ -91,5 +161,6 @@ def test_ribes_judges_word_order_where_bleu_barely_moves():
     system = [REFS, [f"{r} ein" for r in REFS]]                         # in order
     bleu = compare_seeds(base, system, REFS)
     ribes = compare_seeds(base, system, REFS, ribes_metric())
-    assert ribes.metric == "RIBES" and ribes.system_scores[0] == pytest.approx(100.0)
-    assert ribes.mean_gain > 2 * bleu.mean_gain > 0 and ribes.verdict == "confirmed" and ribes.p_value < 0.01
+    assert ribes.metric == "RIBES" and ribes.test.system_scores[0] == pytest.approx(100.0)
+    assert ribes.test.mean_gain > 2 * bleu.test.mean_gain > 0 and ribes.verdict == GAIN
+    assert ribes.sentence_p < 0.01
