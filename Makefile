@@ -23,10 +23,12 @@ chromium:
 	    { $(APT) update -q >/dev/null 2>&1 && $(APT) install -y -q chromium >/dev/null; }; }) || \
 	  echo "no Chromium installed: the browser test of ordo serve will be skipped"
 
+# the tests' idle OpenMP threads sleep rather than spin (tests/conftest.py sets it too), so that a test run and
+# other work on the same cores do not slow each other down
 test: setup chromium
 	$(BIN)/ruff check ordo tests
 	$(BIN)/mypy ordo
-	$(BIN)/python -m pytest
+	OMP_WAIT_POLICY=PASSIVE $(BIN)/python -m pytest
 
 demo: setup
 	$(BIN)/ordo demo --out demo_run

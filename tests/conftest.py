@@ -1,4 +1,14 @@
-"""Shared fixtures: a small prepared synthetic corpus (SVO -> SOV) for training tests."""
+"""Shared fixtures: a small prepared synthetic corpus (SVO -> SOV) for training tests.
+
+OpenMP's threads in the test processes, and in the processes they start (the CLI, torchrun), wait passively
+(``OMP_WAIT_POLICY=PASSIVE``, unless the environment says otherwise): idle threads sleep instead of spinning, so
+the tests and other work on the same cores slow each other down by their work alone. OpenMP reads it once, when
+torch loads it: set here, before any import of torch.
+"""
+
+import os
+
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 from pathlib import Path
 
@@ -38,18 +48,25 @@ TINY_TRAIN = ["model.preset=tiny", "model.d_model=32", "model.ffn_dim=64", "trai
               "train.threads=2"]
 
 
-@pytest.fixture
-def train_tiny(small_data, tmp_path):
-    """Train a tiny model on ``small_data`` with extra ``--set`` overrides; returns the validation losses."""
+def train_tiny_steps(data: Path, run: Path, steps: int, *overrides: str) -> list[float]:
+    """Train a tiny model (TINY_TRAIN) on ``data`` into ``run`` for ``steps`` updates, validated three times,
+    with extra ``--set`` overrides; returns the validation losses."""
     from ordo import api
     from ordo.config import load_config
     from ordo.training.checkpoint import load_checkpoint, step_checkpoints
 
+    cfg = load_config(None, [f"data={data}", *TINY_TRAIN, f"train.max_steps={steps}",
+                             f"train.valid_every={steps // 3}", "train.keep_last=3", *overrides])
+    api.train(cfg, run)
+    return [load_checkpoint(p)["valid"]["loss"] for p in step_checkpoints(run / "checkpoints")]
+
+
+@pytest.fixture
+def train_tiny(small_data, tmp_path):
+    """Train a tiny model on ``small_data`` with extra ``--set`` overrides; returns the validation losses."""
+
     def run(*overrides: str, steps: int = 120, name: str = "run") -> list[float]:
-        cfg = load_config(None, [f"data={small_data}", *TINY_TRAIN, f"train.max_steps={steps}",
-                                 f"train.valid_every={steps // 3}", "train.keep_last=3", *overrides])
-        api.train(cfg, tmp_path / name)
-        return [load_checkpoint(p)["valid"]["loss"] for p in step_checkpoints(tmp_path / name / "checkpoints")]
+        return train_tiny_steps(small_data, tmp_path / name, steps, *overrides)
 
     return run
 
@@ -72,6 +89,18 @@ def trained_run(small_data, tmp_path_factory) -> Path:
     from converged, so tests compare its translations with another path's rather than with the references."""
     run = tmp_path_factory.mktemp("trained") / "run"
     return train_tiny_run(small_data, run, "train.valid_every=200", "train.threads=2", "train.device=cpu")
+
+
+RNN_TINY = ["model.preset=rnn-tiny", "model.d_model=32", "model.embed_dim=32"]
+
+
+@pytest.fixture(scope="session")
+def rnn_run(small_data, tmp_path_factory) -> Path:
+    """A tiny RNNsearch* (RNN_TINY) trained as ``train_tiny`` trains for 30 updates on ``small_data``, validated
+    every 10: shared by the tests that align with a trained RNN or start from one."""
+    run = tmp_path_factory.mktemp("rnn") / "run"
+    train_tiny_steps(small_data, run, 30, *RNN_TINY)
+    return run
 
 
 @pytest.fixture(scope="session")

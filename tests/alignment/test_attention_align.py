@@ -19,20 +19,19 @@ def test_pieces_are_pooled_to_words_and_each_target_word_takes_its_best_source_w
     assert hard_links(words) == {(1, 0), (2, 1)}  # ties go to the first word
 
 
-def test_align_from_an_rnn_model_and_plot_its_attention(train_tiny, small_data, tmp_path, capsys):
-    train_tiny("model.preset=rnn-tiny", "model.d_model=32", "model.embed_dim=32", steps=30, name="rnn")
+def test_align_from_an_rnn_model_and_plot_its_attention(rnn_run, small_data, tmp_path, capsys):
     src, tgt = tmp_path / "src.txt", tmp_path / "tgt.txt"
     src.write_text("".join(line + "\n" for line in read_lines(small_data / "test.src.txt")[:20]))
     tgt.write_text("".join(line + "\n" for line in read_lines(small_data / "test.tgt.txt")[:20]))
     out = tmp_path / "attention.align"
-    assert main(["align", "--model", str(tmp_path / "rnn"), "--src", str(src), "--tgt", str(tgt),
+    assert main(["align", "--model", str(rnn_run), "--src", str(src), "--tgt", str(tgt),
                  "--out", str(out), "--checkpoint", "last"]) == 0
     links = list(read_links(out))
     assert len(links) == 20
     for sentence, target, pair in zip(read_lines(src), read_lines(tgt), links):
         assert {j for _, j in pair.sure} == set(range(len(target.split())))  # one link per target word
         assert all(i < len(sentence.split()) for i, _ in pair.sure)
-    assert main(["analyze", "attention", "--run", f"rnn={tmp_path / 'rnn'}", "--src", str(src), "--ref", str(tgt),
+    assert main(["analyze", "attention", "--run", f"rnn={rnn_run}", "--src", str(src), "--ref", str(tgt),
                  "--line", "3", "--out", str(tmp_path / "plots"), "--checkpoint", "last"]) == 0
     assert (tmp_path / "plots" / "attention_rnn.png").read_bytes()[:4] == b"\x89PNG"
 
