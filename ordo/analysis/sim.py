@@ -5,9 +5,9 @@ real source pieces of a test set (r_j from alignments of the test pairs); ``Sim(
 plain positions PE(j) with RE in the same way (the paper's Figure 5 baseline).
 
 Beside them, the share of pieces whose last-layer predicted position b_j^N lies under 0.5, before the first
-position: under SPEC's hard window no position falls within ±D of such a b, so pr_j^N = 0 and the piece gets no
-reordering at all (under the paper's Eq. 6 sum only the small tail of the Gaussian over position 1). A model
-that the translation loss alone drives there has switched ExGRE off.
+position: under the hard window (paper 000 §4.1) no position falls within ±D of such a b, so pr_j^N = 0 and
+the piece gets no reordering at all (under the paper's Eq. 6 sum only the small tail of the Gaussian over
+position 1). A model that the translation loss alone drives there has switched ExGRE off.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Comparison tables of trained systems on one test set, as the papers' tables report them (SPEC §6):
+"""Comparison tables of trained systems on one test set, as the papers' tables report them
+(docs/methods.md, "The papers' analyses"):
 BLEU, sign-test p-value against the baseline, parameters, training and translation speed."""
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ Conventions, stated once for the whole package:
 - ``src_pad_mask`` is True where a position is padding.
 - Token ids: ``PAD_ID`` 0, ``UNK_ID`` 1, ``BOS_ID`` 2, ``EOS_ID`` 3 (SentencePiece models are trained with them).
 - A source row is ``pieces + [EOS]``; ``tgt_in`` is ``[BOS] + pieces`` and ``tgt_out`` is ``pieces + [EOS]``.
-- Positions are 1-based: the token at index j has position j + 1 (SPEC §0, §2.2, §3).
+- Positions are 1-based: the token at index j has position j + 1 (docs/methods.md, notation).
 """
 
 from __future__ import annotations

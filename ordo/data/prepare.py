@@ -12,7 +12,7 @@ Steps, in order:
    token arrays and the raw text of the kept pairs to ``{split}.src.txt``/``{split}.tgt.txt``.
 4. ``data.yaml`` is written last, so a directory that has one is complete.
 
-With a ``lattice`` section (paper 002, SPEC §3) the source side is a lattice of several segmentations:
+With a ``lattice`` section (paper 002 §3) the source side is a lattice of several segmentations:
 step 2 trains the target's SentencePiece model and the lattice directory (:mod:`ordo.data.lattice.corpus`),
 step 3 writes every source as its lattice's edge ids with the per-edge fields ``lattice_start`` and
 ``lattice_end``, and skips (and counts) a pair whose lattice has more than ``lattice.max_edges`` edges.
@@ -298,7 +298,7 @@ def _train_target_vocab(cfg: PrepareConfig, plain_target: Path, out: Path) -> Vo
 def _train_lattice(
     cfg: PrepareConfig, plain: tuple[Path, Path], files: tuple[Path, Path], out: Path, total: int, progress: bool
 ) -> LatticeEncoder:
-    """The lattice directory ``out/lattice`` for the training source (SPEC §3); ``total`` training pairs are
+    """The lattice directory ``out/lattice`` for the training source (paper 002); ``total`` training pairs are
     segmented for its vocabulary, with a progress bar when ``progress``."""
     if cfg.joint_vocab:
         logger.info("lattice: the source has its own token vocabulary, the target its own SentencePiece model")

@@ -1,6 +1,6 @@
 """Raw source lines as model inputs, the one place that chooses between a plain and a lattice source.
 
-A plain source is its SentencePiece pieces; a lattice source (paper 002, SPEC §3) is the edge ids of the
+A plain source is its SentencePiece pieces; a lattice source (paper 002 §3) is the edge ids of the
 lattice over several segmentations, with the per-edge fields ``lattice_start`` / ``lattice_end``. ``ordo
 prepare`` and translation encode through :class:`SourceEncoder`, and both refuse a source longer than their
 limit the same way: it is never cut. Prepare skips and counts such a pair (its limit is

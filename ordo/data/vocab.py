@@ -203,7 +203,7 @@ class TokenVocab:
     """A fixed list of token strings, one per line of a ``.tokens`` file, ids in file order.
 
     The first four lines are the special pieces (``<pad>``, ``<unk>``, ``<s>``, ``</s>`` at ids 0-3); a token
-    not in the list maps to ``UNK_ID``. Lattice corpora (SPEC §3) use it for the one source vocabulary over
+    not in the list maps to ``UNK_ID``. Lattice corpora (paper 002) use it for the one source vocabulary over
     the tokens of all segmentations, which no single SentencePiece model holds.
 
     Args:

@@ -1,4 +1,4 @@
-"""Distortion models for the attention of RNNsearch* (Zhang et al., ACL 2017; paper 003, SPEC §4).
+"""Distortion models for the attention of RNNsearch* (Zhang et al., ACL 2017; paper 003, Eq. 7-13).
 
 The attention of step t mixes a distortion term into the content-based alignment α^_t::
 
@@ -10,7 +10,7 @@ pad-and-unfold over all 2l + 1 shifts at once. Ψ is the context of the distorti
 the previous source context c_{t-1}, ``target`` (T-Distortion) the previous word's embedding E[y_{t-1}],
 ``hidden`` (H-Distortion) the previous decoder state s_{t-1}.
 
-Where SPEC and the paper leave it open: mass that Γ shifts past either edge of the sentence or onto padding is
+Where the paper leaves it open: mass that Γ shifts past either edge of the sentence or onto padding is
 dropped, and d_t is renormalized over the true source length (k = 0 always keeps some mass there), so α_t is
 a distribution over the real source words. The previous alignment α_{t-1} and, for S-Distortion, c_{t-1} live
 in the decoder state, which beam search reorders with the hypotheses.
@@ -51,7 +51,7 @@ def shift_alignments(alignment: torch.Tensor, window: int) -> torch.Tensor:
 
 
 class DistortionAttention(MLPAttention):
-    """MLP attention whose alignment is mixed with a distortion of the previous one (SPEC §4)."""
+    """MLP attention whose alignment is mixed with a distortion of the previous one (paper 003, Eq. 7-9)."""
 
     def __init__(self, query_dim: int, key_dim: int, attn_dim: int, context: str, context_dim: int, window: int,
                  weight: float) -> None:

@@ -1,4 +1,4 @@
-"""Explicit global reordering ExGRE and reordering fusion ReFSR (Chen et al. 2020; paper 000, SPEC §2.2-2.3).
+"""Explicit global reordering ExGRE and reordering fusion ReFSR (Chen et al. 2020; paper 000 §4.1-4.2).
 
 ExGRE, after every encoder layer n (h_j^n its output, J the true length of each source sentence)::
 
@@ -6,8 +6,9 @@ ExGRE, after every encoder layer n (h_j^n its output, J the true length of each 
     pr_j^n   = Σ_s PE(s) · exp(-(s - b_j^n)^2 / (2σ)),  s integer, |s - b_j^n| <= D,  D = 0.5, σ = D / 2
     hbar_j^n = h_j^n + pr_j^n                                     the next layer's input; hbar^N goes on
 
-The sum runs over the integer positions s = 1..J of the sentence. SPEC §2.2 keeps only those within ±D of b
-(``hard_window: true``, the default); the paper's Eq. 6 sums over all s = 1..J, the Gaussian making the far
+The sum runs over the integer positions s = 1..J of the sentence. The hard window keeps only those within ±D
+of b (``hard_window: true``, the default: the paper's text after Eq. 6, "s is an integer within the windows
+[b - D, b + D]"); the paper's Eq. 6 sums over all s = 1..J, the Gaussian making the far
 ones negligible (``hard_window: false``; computed over |s - b| <= D + 4, beyond which the weights fall under
 e^-20 for D = 0.5). The two differ in one way that matters: with the hard window at D = 0.5 at most one
 integer lies in the window (two only at exact half-points), so pr_j is PE(round(b_j)) times a scale, and the
@@ -56,12 +57,12 @@ class ExGREConfig:
 
     weight: float = 0.6  # λ of the reordering loss (paper: 0.4 best for En-De)
     window: float = 0.5  # D: the Gaussian's σ = D / 2, and the window of the hard cut
-    hard_window: bool = True  # SPEC: only positions within ±D of b; false: all positions 1..J (paper Eq. 6)
+    hard_window: bool = True  # only positions within ±D of b (paper §4.1); false: all of 1..J (paper Eq. 6)
 
 
 class GaussianPositions(nn.Module):
     """b = J · sigmoid(v · tanh(W h)) and pr = Σ_s PE(s) exp(-(s - b)² / (2σ)) over s in 1..J, with
-    |s - b| <= D when ``hard_window`` (SPEC §2.2; paper Eq. 5-6)."""
+    |s - b| <= D when ``hard_window`` (paper 000, Eq. 5-6 and §4.1)."""
 
     def __init__(self, dim: int, table: SinusoidalPositions, window: float, hard_window: bool = True) -> None:
         super().__init__()
@@ -117,7 +118,8 @@ class ExplicitReorderingLayer(nn.Module):
 
 
 class FusionGate(nn.Module):
-    """H = g · Hbar + (1 - g) · H_plain with the scalar g = sigmoid(U_g H_plain + W_g Hbar) (SPEC §2.3)."""
+    """H = g · Hbar + (1 - g) · H_plain with the scalar g = sigmoid(U_g H_plain + W_g Hbar) (paper 000,
+    Eq. 10-11)."""
 
     def __init__(self, dim: int) -> None:
         super().__init__()
@@ -131,7 +133,7 @@ class FusionGate(nn.Module):
 
 
 class ReorderingFusionEncoder(nn.Module):
-    """ReFSR: the same encoder run without and with ExGRE, fused per position (SPEC §2.3)."""
+    """ReFSR: the same encoder run without and with ExGRE, fused per position (paper 000 §4.2)."""
 
     def __init__(self, encoder: nn.Module, dim: int) -> None:
         super().__init__()
@@ -159,7 +161,7 @@ class ReorderingFusionEncoder(nn.Module):
 
 
 class ReorderingLoss:
-    """mean_j (1 - cos(pr_j^N, re_j)), re_j = PE(r_j), over the real source pieces (SPEC §2.2)."""
+    """mean_j (1 - cos(pr_j^N, re_j)), re_j = PE(r_j), over the real source pieces (paper 000, Eq. 9)."""
 
     def __init__(self) -> None:
         self.table = sinusoidal_table(1, 1)
@@ -199,12 +201,12 @@ def _claim_reordering_layers(slots: Slots, cfg: ExGREConfig, name: str) -> None:
 
 
 def apply_exgre(slots: Slots, cfg: ExGREConfig) -> None:
-    """ExGRE after every encoder layer (SPEC §2.2)."""
+    """ExGRE after every encoder layer (paper 000, Eq. 8)."""
     _claim_reordering_layers(slots, cfg, "exgre")
 
 
 def apply_refsr(slots: Slots, cfg: ExGREConfig) -> None:
-    """ExGRE layers, and the encoder run twice and fused (SPEC §2.3)."""
+    """ExGRE layers, and the encoder run twice and fused (paper 000, Eq. 10-11)."""
     _claim_reordering_layers(slots, cfg, "refsr")
     slots.claim("encoder_wrapper", "refsr", lambda encoder: ReorderingFusionEncoder(encoder, slots.cfg.d_model))
 

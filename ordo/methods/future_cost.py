@@ -1,7 +1,8 @@
-"""Future cost (Chen et al. 2020; paper 004, SPEC §5): Model I and Model II.
+"""Future cost (Chen et al. 2020; paper 004 §4): Model I and Model II.
 
-The paper's equations 8-12 are images; SPEC §5 reconstructs them from its parameter list (W_r, U_r, W_z,
-U_z, W, U). A GRU cell whose input is the current target word and whose state is the decoder's top layer::
+The paper's equations 8-12 are images; its parameter list (W_r, U_r, W_z, U_z, W, U) and text make them
+(docs/methods.md, "Future cost") a GRU cell whose input is the current target word and whose state is
+the decoder's top layer::
 
     r_i  = σ(W_r E[y_i] + U_r H_i);   z_i = σ(W_z E[y_i] + U_z H_i)
     F~_i = tanh(W E[y_i] + U (r_i ⊙ H_i));   F_i = (1 - z_i) ⊙ H_i + z_i ⊙ F~_i
@@ -45,18 +46,18 @@ class FutureCostConfig:
 
     model: int = 2  # 1: future-cost loss only (Model I); 2: the loss and the gated fusion (Model II)
     weight: float = 0.7  # λ of the future-cost loss (paper: 0.7 for En-De, 0.3-0.5 for Zh-En)
-    # share of the target positions whose future-cost loss is computed at each update (1: all, SPEC §5 exactly;
+    # share of the target positions whose future-cost loss is computed at each update (1: all, the paper's;
     # below 1: a random subset, which estimates the same mean at that share of the second projection's cost)
     sample_fraction: float = 1.0
     # Ablations beside the paper's form (issue 25's defect check), all off by default:
     detach_state: bool = False  # F reads a stopped copy of H (and of the encoder mean): no gradient into H
     own_output: bool = False  # the future-cost softmax gets its own (V x D) projection instead of the shared W_o
     gate_bias: float | None = None  # Model II: a learnt gate bias started at this value (-3: g ≈ 0.05, nearly
-    # closed); None: g = σ(W_g [F ; H]) without a bias, as SPEC §5
+    # closed); None: g = σ(W_g [F ; H]) without a bias, as the paper
 
 
 class FutureContextCell(nn.Module):
-    """F = (1 - z) ⊙ H + z ⊙ tanh(W E + U (r ⊙ H)), r, z = σ(W_{r,z} E + U_{r,z} H) (SPEC §5, Eq. 8-11)."""
+    """F = (1 - z) ⊙ H + z ⊙ tanh(W E + U (r ⊙ H)), r, z = σ(W_{r,z} E + U_{r,z} H) (paper 004, Eq. 8-11)."""
 
     def __init__(self, dim: int) -> None:
         super().__init__()
@@ -75,7 +76,7 @@ class FutureContextCell(nn.Module):
 
 
 class FutureGate(nn.Module):
-    """H' = g · F + (1 - g) · H with g = σ(W_g [F ; H]), W_g in R^{2d x 1} (SPEC §5, Model II); with
+    """H' = g · F + (1 - g) · H with g = σ(W_g [F ; H]), W_g in R^{2d x 1} (paper 004 §4.2, Model II); with
     ``bias`` b, g = σ(W_g [F ; H] + b), b learnt from that start value (an ablation: a gate started closed)."""
 
     def __init__(self, dim: int, bias: float | None = None) -> None:
@@ -151,7 +152,7 @@ class FutureCostModel(TransformerModel):
 
 
 def future_cost_loss(output: Seq2SeqOutput, batch: Batch, sample_fraction: float = 1.0) -> torch.Tensor:
-    """Mean cross-entropy of P^(y_{t+1}) = softmax(W_o F_t) against the reference y_{t+1} (SPEC §5).
+    """Mean cross-entropy of P^(y_{t+1}) = softmax(W_o F_t) against y_{t+1} (paper 004, Eq. 12-13).
 
     With ``sample_fraction`` p < 1, while gradients are computed, each non-pad position is kept with probability
     p (drawn anew at every call) and only the kept ones go through the V-way output projection; their NLL sum

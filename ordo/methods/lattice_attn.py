@@ -1,4 +1,4 @@
-"""Lattice-aware self-attention LSA (Xiao et al. 2019, paper 002 §3, Eq. 4-5; SPEC §3).
+"""Lattice-aware self-attention LSA (Xiao et al. 2019, paper 002 §3, Eq. 4-5).
 
 Every encoder layer's self-attention gets Shaw-style relation embeddings on keys and values::
 
@@ -40,7 +40,7 @@ class LatticeAttnConfig:
 
 
 def lattice_relations(start: torch.Tensor, end: torch.Tensor) -> torch.Tensor:
-    """Relation ids r(a, b) in [0, 8) of every token pair (SPEC §3, paper Table 1 plus ``self``).
+    """Relation ids r(a, b) in [0, 8) of every token pair (paper 002, Table 1, plus ``self``).
 
     Built in place from the lowest-priority rule up, each later rule overwriting the earlier ones, so the
     first match in the order of the module docstring wins; the ids are uint8 until the end.
@@ -71,7 +71,7 @@ def batch_relations(batch: Batch) -> torch.Tensor:
 
 
 def apply_lattice_attn(slots: Slots, cfg: LatticeAttnConfig) -> None:
-    """Relation-aware self-attention with the 8 lattice relations in every encoder layer (SPEC §3)."""
+    """Relation-aware self-attention with the 8 lattice relations in every encoder layer (paper 002 Eq. 4-5)."""
     if slots.cfg.family != "transformer":
         raise ConfigError("model.methods.lattice_attn: implemented for the Transformer family only")
     model_cfg = slots.cfg

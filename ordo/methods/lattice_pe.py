@@ -1,4 +1,4 @@
-"""Lattice positional encoding LPE (Xiao et al. 2019, paper 002 §3; SPEC §3).
+"""Lattice positional encoding LPE (Xiao et al. 2019, paper 002 §3, "Lattice Positional Encoding").
 
 Edge e_{i:j} of a source lattice gets PE(i + 1), the position of its first element, instead of PE of its
 index in the edge sequence; EOS gets PE(N + 1) after the last element. Along every path from v_0 to v_N
@@ -28,13 +28,13 @@ class LatticePEConfig:
 
 
 def lattice_positions(batch: Batch) -> torch.Tensor:
-    """1-based LPE positions i + 1 of every source token (B, S); EOS and padding get N + 1 (SPEC §3)."""
+    """1-based LPE positions i + 1 of every source token (B, S); EOS and padding get N + 1 (paper 002 §3)."""
     start, _ = batch_spans(batch)
     return start + 1
 
 
 class LatticeSourcePositions(nn.Module):
-    """The source_positions slot: PE(i + 1) for edge e_{i:j} (SPEC §3, paper §3 "LPE")."""
+    """The source_positions slot: PE(i + 1) for edge e_{i:j} (paper 002 §3, "LPE")."""
 
     def __init__(self, table: SinusoidalPositions) -> None:
         super().__init__()
@@ -50,7 +50,7 @@ class LatticeSourcePositions(nn.Module):
 
 
 def apply_lattice_pe(slots: Slots, cfg: LatticePEConfig) -> None:
-    """Replace the source positions by lattice positions (SPEC §3)."""
+    """Replace the source positions by lattice positions (paper 002 §3)."""
     if slots.cfg.family != "transformer":
         raise ConfigError("model.methods.lattice_pe: implemented for the Transformer family only")
     slots.claim("source_positions", "lattice_pe", LatticeSourcePositions)

@@ -1,4 +1,4 @@
-"""Relative position representations (Shaw et al. 2018), a comparison system of papers 000 and 001 (SPEC §0).
+"""Relative position representations (Shaw et al. 2018), a comparison system of papers 000 and 001.
 
 Self-attention gets key and value embeddings of the clipped relative distance (Shaw et al. Eq. 3-4)::
 

@@ -1,4 +1,4 @@
-"""Reordering embeddings (Chen et al., ACL 2019; paper 001, SPEC §1) and its control, additional PE.
+"""Reordering embeddings (Chen et al., ACL 2019; paper 001 §4) and its control, additional PE.
 
 Per layer n, with H^{n-1} the layer input (Eq. 9 of the paper)::
 
@@ -128,7 +128,7 @@ def _step_factory(slots: Slots, learned: bool) -> Callable[[], ReorderingStep]:
 
 
 def apply_reorder_emb(slots: Slots, cfg: ReorderEmbConfig) -> None:
-    """Replace the encoder and/or decoder layers with reordering layers (SPEC §1)."""
+    """Replace the encoder and/or decoder layers with reordering layers (paper 001 §5)."""
     if cfg.variant not in VARIANTS:
         raise ConfigError(f"model.methods.reorder_emb.variant: expected one of {', '.join(VARIANTS)}, got {cfg.variant!r}")
     _require_post_norm(slots, "reorder_emb")

@@ -227,7 +227,7 @@ def length_groups(lengths: torch.Tensor, ratio: float) -> list[tuple[torch.Tenso
 class RelationSelfAttention(SelfAttention):
     """Self-attention with relation embeddings on keys and values, shared by all heads (Shaw et al. 2018):
 
-    e_ab = q_a · (k_b + a^K_{r(a,b)}) / sqrt(d_k),   o_a = Σ_b α_ab (v_b + a^V_{r(a,b)})   (Eq. 3-4; SPEC §0, §3)
+    e_ab = q_a · (k_b + a^K_{r(a,b)}) / sqrt(d_k),   o_a = Σ_b α_ab (v_b + a^V_{r(a,b)})   (Eq. 3-4; paper 002 Eq. 4-5)
 
     r(a, b) are ids in [0, num_relations) from :meth:`relation_ids`: ``relations_of(batch)``, made once per
     forward pass in the context the encoder layers share (a method's subclass may give them otherwise, e.g.

@@ -1,4 +1,4 @@
-"""RNNsearch* (SPEC §4): a bidirectional GRU encoder and a conditional-GRU decoder with MLP attention.
+"""RNNsearch* (paper 003 Eq. 5): a bidirectional GRU encoder and a conditional-GRU decoder with MLP attention.
 
 Decoder step (Zhang et al. 2017, Eq. 5, after Bahdanau et al. 2015 and Sennrich et al. 2017)::
 

@@ -1,4 +1,4 @@
-"""The baseline Transformer encoder-decoder (Vaswani et al. 2017; SPEC §0).
+"""The baseline Transformer encoder-decoder (Vaswani et al. 2017; docs/methods.md, "Baseline").
 
 Post-norm by default, as the papers write it: ``C = LN(SelfAtt(H) + H); H' = LN(FFN(C) + C)``; pre-norm
 (``H + SelfAtt(LN(H))``) as an option. Every replaceable sub-block (positions, self-attention, layers,
@@ -103,7 +103,7 @@ class EncoderContext:
 
 
 class TransformerEncoderLayer(nn.Module):
-    """H' = LN(FFN(C) + C) with C = LN(SelfAtt(H) + H) (post-norm; SPEC §0).
+    """H' = LN(FFN(C) + C) with C = LN(SelfAtt(H) + H) (post-norm, as paper 000 Eq. 2 writes it).
 
     A method's step between the sublayers overrides :meth:`ffn_input`, and sets :attr:`packs_tokens` False when
     that step reads positions in the padded (B, S) layout.

@@ -1,4 +1,4 @@
-"""Distortion models for RNNsearch* (paper 003, SPEC §4): Γ, the mixed alignment, contexts, decoding, training."""
+"""Distortion models for RNNsearch* (paper 003 Eq. 7-13): Γ, the mixed alignment, contexts, decoding, training."""
 
 import pytest
 import torch

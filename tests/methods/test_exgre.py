@@ -1,4 +1,4 @@
-"""ExGRE and ReFSR (paper 000, SPEC §2.2-2.3): positions, Gaussian window, loss, shared weights, training."""
+"""ExGRE and ReFSR (paper 000, Eq. 5-11): positions, Gaussian window, loss, shared weights, training."""
 
 import math
 

@@ -1,4 +1,4 @@
-"""Future cost (paper 004, SPEC §5): the shifted loss, Model I = baseline at translation, Model II decoding."""
+"""Future cost (paper 004 Eq. 8-14): the shifted loss, Model I = baseline at translation, Model II decoding."""
 
 import math
 

@@ -1,4 +1,4 @@
-"""LPE and LSA (paper 002, SPEC §3): relation table, positions, the 1-best case, gradients, training,
+"""LPE and LSA (paper 002 §3, Eq. 4-5): relation table, positions, the 1-best case, gradients, training,
 translation of raw text, and over-long input."""
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ LATTICE_TRAIN = ["model.preset=tiny", "model.d_model=32", "model.ffn_dim=64", "m
                  "train.max_tokens=600", "train.warmup_steps=20", "train.lr=3e-3", "train.progress=false",
                  "train.valid_bleu=false", "train.threads=2"]
 
-# a:(0,1) ab:(0,2) b:(1,2) bc:(1,3) c:(2,3) d:(3,4), then EOS:(4,5); r(row, column), hand-derived from SPEC §3
+# a:(0,1) ab:(0,2) b:(1,2) bc:(1,3) c:(2,3) d:(3,4), then EOS:(4,5); r(row, column), from paper 002 Table 1
 HAND_TABLE = [
     ["self", "ind", "lad", "lad", "pre", "pre", "pre"],
     ["inc", "self", "inc", "its", "lad", "pre", "pre"],

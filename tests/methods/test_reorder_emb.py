@@ -1,4 +1,4 @@
-"""Reordering embeddings (paper 001, SPEC §1) and the additional-PE control: equations, decoding, training."""
+"""Reordering embeddings (paper 001, Eq. 6-9) and the additional-PE control: equations, decoding, training."""
 
 import math
 

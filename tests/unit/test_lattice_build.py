@@ -1,4 +1,4 @@
-"""Lattice construction (paper 002, SPEC §3): edges, spans, segmenters, vocabulary, ``ordo prepare``."""
+"""Lattice construction (paper 002 §3): edges, spans, segmenters, vocabulary, ``ordo prepare``."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The ``reorder_positions`` batch field: target-order positions of every source piece (paper 000, SPEC §2.1),
+"""The ``reorder_positions`` batch field: target-order positions of every source piece (paper 000, Eq. 4),
 computed from word alignments of a prepared split and stored with its binarized data."""
 
 from __future__ import annotations

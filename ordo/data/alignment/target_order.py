@@ -1,4 +1,5 @@
-"""Target-order positions R of a source sentence from its word alignment (paper 000, SPEC §2.1).
+"""Target-order positions R of a source sentence from its word alignment (paper 000 §4.1;
+docs/methods.md, "Explicit reordering").
 
 R = (r_1..r_J) is a permutation of the source positions: word j moves to slot r_j of the "target-ordered
 source". The key of an aligned word is the mean of its aligned target positions; unaligned words keep their
@@ -16,7 +17,7 @@ from ordo.data.alignment.links import Link
 
 
 def target_order(src_len: int, links: Iterable[Link]) -> list[int]:
-    """0-based slot r_j of every source word j of a sentence of ``src_len`` words (SPEC §2.1)."""
+    """0-based slot r_j of every source word j of a sentence of ``src_len`` words (paper 000 §4.1)."""
     targets: dict[int, list[int]] = defaultdict(list)
     for src, tgt in links:
         targets[src].append(tgt)

@@ -1,5 +1,5 @@
 """Lattice corpora: the segmenters of a lattice directory, its source vocabulary, and encoding text into
-edge ids with their spans (paper 002, SPEC §3).
+edge ids with their spans (paper 002 §3).
 
 A lattice directory (``<data>/lattice``, copied into every run trained on it) holds:
 
@@ -41,7 +41,7 @@ CHUNK_LINES = 2_000  # sentences segmented per batch when the vocabulary is coun
 
 @dataclass
 class LatticeConfig:
-    """The ``lattice`` section of ``ordo prepare`` (paper 002, SPEC §3); off while ``segmenters`` is empty."""
+    """The ``lattice`` section of ``ordo prepare`` (paper 002 §3); off while ``segmenters`` is empty."""
 
     segmenters: list[str] = field(default_factory=list)  # e.g. [spm:2000, spm:4000, spm:8000] or [jieba, thulac, chars]
     max_edges: int = 1000  # a source whose lattice has more edges (EOS not counted) is skipped and counted
@@ -105,7 +105,7 @@ class LatticeEncoder:
         return cls(segmenters, TokenVocab.load(directory / spec["vocab"]))
 
     def lattices(self, texts: list[str], where: Iterable[str]) -> list[Lattice]:
-        """The lattice of every text (SPEC §3).
+        """The lattice of every text (paper 002 §3).
 
         Args:
             texts: raw source sentences.
@@ -159,7 +159,7 @@ def train_lattice_encoder(
     spm_options: dict[str, Any],
 ) -> LatticeEncoder:
     """Write a lattice directory for the training source: the ``spm:N`` models, the source vocabulary over
-    the tokens of every training lattice, and ``lattice.yaml`` (SPEC §3).
+    the tokens of every training lattice, and ``lattice.yaml`` (paper 002 §3).
 
     Args:
         cfg: the checked ``lattice`` section.

@@ -1,4 +1,4 @@
-"""Lattices from several segmentations of one sentence (paper 002, SPEC §3), and their spans in a batch.
+"""Lattices from several segmentations of one sentence (paper 002 §3), and their spans in a batch.
 
 A segmentation is a list of token strings whose concatenation is the sentence's element sequence. Every
 segmentation of one sentence must have the same concatenation. Node v_i is the gap after the i-th element
@@ -64,7 +64,7 @@ def _boundaries(tokens: list[str]) -> list[int]:
 
 
 def build_lattice(segmentations: list[list[str]]) -> Lattice:
-    """Pack K segmentations of one sentence into a lattice (SPEC §3; paper §3 "Lattices").
+    """Pack K segmentations of one sentence into a lattice (paper 002 §3, "Lattices").
 
     Args:
         segmentations: K token lists; empty tokens are not allowed.

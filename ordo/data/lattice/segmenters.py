@@ -1,4 +1,4 @@
-"""The segmenters a lattice is built from (paper 002, SPEC §3), named by spec strings.
+"""The segmenters a lattice is built from (paper 002 §3), named by spec strings.
 
 - ``spm:N``: a SentencePiece model of N pieces trained at prepare time on the training source (subword
   lattices for alphabetic languages). Pieces keep SentencePiece's ``▁`` word marks, so every model's
