@@ -13,10 +13,11 @@ How it was chosen: ``bench/seed_tests.py`` simulates experiments with normal see
 noise at ordo's measured sizes and compares this test with Welch's t-test, the multi-bootstrap (Sellam et al.
 2022, "The MultiBERTs", ICLR: seeds and test sentences resampled jointly) and ordo's earlier rule ("gain beyond
 twice the baseline's seed sd, the same sign on every seed"). At zero effect the pooled t-test says "gain" or
-"loss" 5% of the time at 2-10 seeds a side (6% where one system's spread is twice the other's, with as many
-seeds on each side); Welch's is conservative at few seeds (3.5% at 3, losing power); the multi-bootstrap's
-error rate depends on how the seed variance splits between seeds and sentences, which a user cannot know; the
-old rule's error rate was 9-23% and its minimum detectable gain never fell with more seeds
+"loss" 4-7% of the time at 2-10 seeds a side, whatever the split between seed and sentence variance (5-6% where
+one system's spread is twice the other's, with as many seeds on each side); Welch's is conservative at few seeds
+(2-3% at 2, losing power); the multi-bootstrap's error rate depends on how the seed variance splits between
+seeds and sentences, which a user cannot know (22% at 2 seeds when seed offsets dominate, under 1% when
+sentence noise does); the old rule's was 25% at 2 seeds, and its power at a fixed gain fell with more seeds
 (bench/RESULTS.md, "Verdicts").
 
 Per comparison (:class:`SeedTest`): the mean gain, its 95% interval, the two-sided p, the minimum gain the
