@@ -40,6 +40,7 @@ lint: setup
 bench: setup
 	$(BIN)/pip install -q -e '.[bench]'
 	$(BIN)/python bench/peers.py
+	$(BIN)/python bench/cpu_defaults.py
 
 clean:
 	rm -rf demo_run .pytest_cache

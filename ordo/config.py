@@ -85,7 +85,7 @@ class TrainConfig:
     amp: AmpMode = "auto"  # auto: bf16 on CUDA, off on CPU
     device: str = "auto"  # auto | cpu | cuda | cuda:N
     threads: int = 0  # torch CPU threads (0: leave torch's default)
-    cpu_gemm: CpuGemm = "auto"  # float32 linear layers on CPU: oneDNN or torch's BLAS; auto: oneDNN on non-Intel x86
+    cpu_gemm: CpuGemm = "auto"  # float32 linear layers on CPU: oneDNN or torch's BLAS; auto: where it wins (ordo.gemm)
     progress: bool = True  # show a progress bar on stderr
 
     def __post_init__(self) -> None:
@@ -111,7 +111,7 @@ class DecodeConfig:
     # to the limit with a warning naming the line, or stop with an error naming it
     amp: AmpMode = "off"  # auto: bf16 on CUDA; search under autocast, scores in float32;
     # the trainer's dev BLEU runs under train.amp when this is off
-    cpu_gemm: CpuGemm = "auto"  # float32 linear layers on CPU: oneDNN or torch's BLAS; auto: oneDNN on non-Intel x86
+    cpu_gemm: CpuGemm = "auto"  # float32 linear layers on CPU: oneDNN or torch's BLAS; auto: where it wins (ordo.gemm)
 
     def __post_init__(self) -> None:
         check_choices(self, "decode")

@@ -8,7 +8,14 @@ layers of :class:`Linear` and the output projection) through oneDNN when a ``cpu
 
 - ``blas``: torch's default path, everywhere;
 - ``onednn``: oneDNN for float32 tensors on CPU outside autocast (anything else keeps torch's path);
-- ``auto``: ``onednn`` on x86 CPUs not made by Intel (MKL's slow path), ``blas`` elsewhere.
+- ``auto``: ``onednn`` where it was measured to win (:func:`onednn_wins`), ``blas`` elsewhere.
+
+``auto`` is a rule on the CPU's vendor and flags, not a timing, so every process of a run (and a resumed run)
+on the same kind of CPU takes the same backend. Measured (``bench/cpu_defaults.py``, bench/RESULTS.md): on an
+AMD EPYC with AVX-512 (Zen 4) oneDNN trains 1.55x faster than MKL's generic AVX2 path and decodes 1.7-3.8x
+faster per product; on an AMD EPYC without AVX-512 (Zen 3), where that path is the CPU's best, oneDNN trains
+slower with up to twice the peak memory and decodes no faster with more; on an Intel CPU MKL runs its own best
+code (oneDNN decodes slower there too).
 
 The two paths compute the same products with a different order of additions, so results agree to float32
 rounding (about 1e-6 relative), not bit for bit; each path is deterministic for a given shape and thread count.
@@ -75,6 +82,28 @@ def cpu_vendor() -> str:
     return cpuinfo().get("vendor_id", "")
 
 
+def cpu_flags() -> set[str]:
+    """The CPU's feature flags (``avx2``, ``avx512f``, ...), empty where they are unknown."""
+    return set(cpuinfo().get("flags", "").split())
+
+
+def onednn_wins() -> bool:
+    """Whether oneDNN beats torch's BLAS on this CPU, in training and in decoding alike (module docstring): on an
+    x86 CPU not made by Intel, where MKL runs its generic AVX2 code, with AVX-512, which oneDNN uses and that
+    path does not."""
+    x86 = platform.machine().lower() in ("x86_64", "amd64")
+    return x86 and cpu_vendor() not in ("", "GenuineIntel") and "avx512f" in cpu_flags()
+
+
+def auto_reason() -> str:
+    """Why ``auto`` takes the backend it takes on this CPU, in words."""
+    if not onednn_available():
+        return "this torch has no oneDNN linear kernel"
+    vendor = cpu_vendor() or "an unknown vendor"
+    avx512 = "with" if "avx512f" in cpu_flags() else "without"
+    return f"{platform.machine()} CPU by {vendor}, {avx512} AVX-512"
+
+
 def resolve(backend: str) -> str:
     """``blas`` or ``onednn`` for a ``cpu_gemm`` setting (module docstring).
 
@@ -84,9 +113,7 @@ def resolve(backend: str) -> str:
     if backend == "onednn" and not onednn_available():
         raise ConfigError("cpu_gemm onednn: this torch has no oneDNN linear kernel (use auto or blas)")
     if backend == "auto":
-        x86 = platform.machine().lower() in ("x86_64", "amd64")
-        slow_blas = x86 and cpu_vendor() not in ("", "GenuineIntel")
-        return "onednn" if slow_blas and onednn_available() else "blas"
+        return "onednn" if onednn_available() and onednn_wins() else "blas"
     return backend
 
 

@@ -60,17 +60,32 @@ def test_only_float32_cpu_products_outside_autocast_go_to_onednn(onednn_calls):
     assert len(onednn_calls) == 1, "the setting ends with its block"
 
 
-def test_auto_picks_onednn_on_x86_cpus_not_made_by_intel(monkeypatch):
+ZEN4 = {"vendor_id": "AuthenticAMD", "flags": "fpu sse2 avx avx2 fma avx512f avx512bw avx512_bf16"}
+ZEN3 = {"vendor_id": "AuthenticAMD", "flags": "fpu sse2 avx avx2 fma"}
+XEON = {"vendor_id": "GenuineIntel", "flags": "fpu sse2 avx avx2 fma avx512f avx512bw amx_bf16"}
+
+
+@pytest.mark.parametrize("machine, info, expected", [
+    ("x86_64", ZEN4, "onednn"), ("x86_64", ZEN3, "blas"), ("x86_64", XEON, "blas"), ("x86_64", {}, "blas"),
+    ("aarch64", {"flags": "fp asimd sve"}, "blas"),
+])
+def test_auto_picks_onednn_only_where_mkl_runs_avx2_code_on_an_avx512_cpu(monkeypatch, machine, info, expected):
     monkeypatch.setattr(gemm, "onednn_available", lambda: True)
-    for machine, vendor, expected in [("x86_64", "AuthenticAMD", "onednn"), ("x86_64", "GenuineIntel", "blas"),
-                                      ("aarch64", "", "blas"), ("x86_64", "", "blas")]:
-        monkeypatch.setattr(gemm.platform, "machine", lambda m=machine: m)
-        monkeypatch.setattr(gemm, "cpu_vendor", lambda v=vendor: v)
-        assert gemm.resolve("auto") == expected, (machine, vendor)
-    assert gemm.resolve("blas") == "blas"
+    monkeypatch.setattr(gemm.platform, "machine", lambda: machine)
+    monkeypatch.setattr(gemm, "cpuinfo", lambda: info)
+    assert gemm.resolve("auto") == expected
+    assert gemm.resolve("blas") == "blas" and gemm.resolve("onednn") == "onednn"
+    with gemm.cpu_gemm("auto") as backend:
+        assert backend == expected
+    assert ("without AVX-512" in gemm.auto_reason()) == ("avx512f" not in info.get("flags", ""))
+
+
+def test_auto_falls_back_to_blas_without_a_onednn_kernel(monkeypatch):
     monkeypatch.setattr(gemm, "onednn_available", lambda: False)
-    monkeypatch.setattr(gemm, "cpu_vendor", lambda: "AuthenticAMD")
-    assert gemm.resolve("auto") == "blas", "no kernel: auto falls back"
+    monkeypatch.setattr(gemm.platform, "machine", lambda: "x86_64")
+    monkeypatch.setattr(gemm, "cpuinfo", lambda: ZEN4)
+    assert gemm.resolve("auto") == "blas"
+    assert "no oneDNN" in gemm.auto_reason()
     with pytest.raises(ConfigError, match="cpu_gemm onednn: this torch has no oneDNN linear kernel"):
         gemm.resolve("onednn")
 

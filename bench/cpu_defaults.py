@@ -1,0 +1,344 @@
+"""Whether ordo's CPU defaults win on this CPU (issue 44): ``cpu_gemm`` = blas, onednn and auto, per preset.
+
+For each preset (``tiny``, ``small``, ``base``: the Multi30k recipe's ``train.yaml`` with ``model.preset`` set,
+so its dropout and shared embeddings, 3,000-token real batches), and each backend, in rounds that alternate
+the backends' order:
+
+- training: ``ordo train`` from scratch with ``train.cpu_gemm=BACKEND`` for ``--warmup`` + N updates (N per
+  preset, ``--updates``); target tokens/s over the updates after the warm-up (``train.log``'s interval lines,
+  weighted by the updates' tokens, as ``bench/fairseq_real.py`` reads them), and the process's peak resident
+  memory (``ru_maxrss`` from ``wait4``);
+- beam search: the preset's model from the first backend's training run (so hardly trained: its hypotheses
+  mostly run to the length limit, 1.2 x source + 10 pieces, which makes every search long) translates the first
+  ``--sentences`` sentences of Multi30k test2016 in one call (whole file, beam 5) and the first
+  ``--single`` one at a time, with ``decode.cpu_gemm=BACKEND``, in a process of its own: sentences/s of each
+  (after one untimed warm-up sentence) and the process's peak resident memory.
+
+Every process runs with ``OMP_NUM_THREADS`` = ``MKL_NUM_THREADS`` = ``--threads``. ``auto`` is measured as a run
+of its own (not copied from the backend it resolves to). The report gives each figure per round, the medians,
+and ``auto`` against the better of blas and onednn (speed: auto / best; memory: auto / lowest), marking where
+``auto`` is behind by more than 5%.
+
+``--pause FILE``: process-group ids, one a line, that are stopped (SIGSTOP) for each measured process and
+continued (SIGCONT) right after it, also on an error or a signal, so that other work on the machine waits only
+for one run at a time.
+
+usage: python bench/cpu_defaults.py [--presets tiny small base] [--updates 40 20 8] [--rounds 1]
+           [--out bench/results/cpu_defaults.md] [--pause PIDFILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import shlex
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from fairseq_real import (  # bench/ is the script's folder, first on sys.path
+    CORPORA,
+    ROOT,
+    log,
+    measured_rate,
+    ordo_intervals,
+    ordo_update_tokens,
+    prepare_ordo,
+    thread_env,
+)
+
+BACKENDS = ("blas", "onednn", "auto")
+VECTOR_FLAGS = ("avx", "avx2", "fma", "avx512f", "avx512bw", "avx512_bf16", "avx512_vnni", "avx_vnni",
+                "amx_tile", "amx_bf16", "amx_int8")  # the /proc/cpuinfo flags that decide CPU kernels' speed
+NOISE = 0.05  # auto may trail the better backend by this share
+
+
+@dataclass
+class Figures:
+    """One backend's measurements at one preset, a value per round."""
+
+    train_rate: list[float] = field(default_factory=list)  # target tokens/s
+    train_mb: list[float] = field(default_factory=list)  # peak resident MB of the training process
+    file_rate: list[float] = field(default_factory=list)  # sentences/s, whole file in one call
+    single_rate: list[float] = field(default_factory=list)  # sentences/s, one sentence per call
+    decode_mb: list[float] = field(default_factory=list)  # peak resident MB of the translating process
+
+
+# -- pausing other work -----------------------------------------------------------------------------------------
+
+
+def paused_groups(pid_file: Path | None) -> list[int]:
+    """The process-group ids listed in ``pid_file`` (none without one, or for a missing file)."""
+    if pid_file is None or not pid_file.exists():
+        return []
+    return [int(line) for line in pid_file.read_text().split() if line.strip().isdigit()]
+
+
+def signal_groups(groups: Sequence[int], signal_number: int) -> None:
+    """Send ``signal_number`` to each process group of ``groups`` that still exists."""
+    for group in groups:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(group, signal_number)
+
+
+@contextlib.contextmanager
+def others_paused(pid_file: Path | None) -> Iterator[None]:
+    """Stop the process groups of ``pid_file`` for the block and continue them after it, whatever happens (a
+    SIGTERM or SIGHUP to this script continues them too, then ends it)."""
+    groups = paused_groups(pid_file)
+    handlers = {number: signal.getsignal(number) for number in (signal.SIGTERM, signal.SIGHUP)}
+
+    def resume_and_exit(number: int, _frame: object) -> None:
+        signal_groups(groups, signal.SIGCONT)
+        sys.exit(128 + number)
+
+    for number in handlers:
+        signal.signal(number, resume_and_exit)
+    signal_groups(groups, signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        signal_groups(groups, signal.SIGCONT)
+        for number, handler in handlers.items():
+            signal.signal(number, handler)
+
+
+def run_measured(command: Sequence[str], log_path: Path, threads: int, pid_file: Path | None) -> float:
+    """Run ``command`` from the repository root (output in ``log_path``) with others paused; returns its peak
+    resident memory in MB.
+
+    Raises:
+        RuntimeError: when it fails, with the log's tail.
+    """
+    env = dict(os.environ) | thread_env(threads)
+    with open(log_path, "w", encoding="utf-8") as handle, others_paused(pid_file):
+        process = subprocess.Popen(list(command), cwd=ROOT, stdout=handle, stderr=subprocess.STDOUT, env=env)
+        _, status, usage = os.wait4(process.pid, 0)
+        process.returncode = os.waitstatus_to_exitcode(status)
+    if process.returncode != 0:
+        tail = log_path.read_text(encoding="utf-8").splitlines()[-20:]
+        raise RuntimeError(f"{shlex.join(command)} exited with {process.returncode} (log {log_path}):\n"
+                           + "\n".join(tail))
+    return usage.ru_maxrss / 1024
+
+
+# -- the measurements --------------------------------------------------------------------------------------------
+
+
+def train_command(data_dir: Path, run_dir: Path, preset: str, backend: str, steps: int, interval: int,
+                  threads: int) -> list[str]:
+    """``ordo train`` of the Multi30k recipe at ``preset`` on ``backend`` for ``steps`` updates, logging every
+    ``interval``; no validation before the end, none of its BLEU, no progress bar."""
+    overrides = {"model.preset": preset, "train.max_steps": steps, "train.max_minutes": 0, "train.log_every": interval,
+                 "train.valid_every": steps + 1, "train.valid_bleu": "false", "train.progress": "false",
+                 "train.threads": threads, "train.keep_last": 1, "train.amp": "off", "train.cpu_gemm": backend}
+    sets = [arg for key, value in overrides.items() for arg in ("--set", f"{key}={value}")]
+    return [sys.executable, "-m", "ordo", "train", str(ROOT / "recipes" / "multi30k" / "train.yaml"),
+            "--data", str(data_dir), "--out", str(run_dir), *sets]
+
+
+def train_once(args: argparse.Namespace, data_dir: Path, preset: str, backend: str, updates: int,
+               tokens: list[int]) -> tuple[float, float]:
+    """One training run (module docstring): (target tokens/s after the warm-up, peak MB)."""
+    work = args.work / preset
+    run_dir = work / backend
+    if run_dir.exists():  # an old run directory would be resumed
+        shutil.rmtree(run_dir)
+    work.mkdir(parents=True, exist_ok=True)
+    interval = args.interval
+    command = train_command(data_dir, run_dir, preset, backend, args.warmup + updates, interval, args.threads)
+    megabytes = run_measured(command, work / f"train_{backend}.out", args.threads, args.pause)
+    intervals = ordo_intervals(run_dir / "train.log")
+    measured = [(sum(tokens[end - interval:end]), rate) for end, rate in intervals.items() if end > args.warmup]
+    return measured_rate(measured), megabytes
+
+
+def translate_once(args: argparse.Namespace, run_dir: Path, backend: str) -> tuple[float, float, float]:
+    """One translating process (module docstring): (whole-file sentences/s, one-at-a-time sentences/s, peak MB)."""
+    result = args.work / "translate.json"
+    command = [sys.executable, str(Path(__file__).resolve()), "--translate-child", str(run_dir), backend,
+               str(args.sentences), str(args.single), str(args.test_src), str(result)]
+    megabytes = run_measured(command, args.work / f"translate_{backend}.out", args.threads, args.pause)
+    rates = json.loads(result.read_text())
+    return rates["file"], rates["single"], megabytes
+
+
+def translate_child(run_dir: str, backend: str, sentences: int, single: int, source: str, result: str) -> None:
+    """The translating process: load the run's last checkpoint, translate (module docstring) and write the rates
+    as JSON to ``result``."""
+    import gzip
+
+    from ordo import api
+
+    with gzip.open(source, "rt", encoding="utf-8") as handle:
+        lines = [line.rstrip("\n") for _, line in zip(range(max(sentences, single) + 1), handle)]
+    run = api.load_run(run_dir, "last", device="cpu")
+    decode = {"beam_size": 5, "cpu_gemm": backend}
+    run.translate(lines[-1:], **decode)  # warm-up, untimed
+    start = time.perf_counter()
+    run.translate(lines[:sentences], **decode)
+    file_rate = sentences / (time.perf_counter() - start)
+    start = time.perf_counter()
+    for line in lines[:single]:
+        run.translate([line], **decode)
+    single_rate = single / (time.perf_counter() - start)
+    Path(result).write_text(json.dumps({"file": file_rate, "single": single_rate}))
+
+
+def measure_preset(args: argparse.Namespace, data_dir: Path, preset: str, updates: int) -> dict[str, Figures]:
+    """Every backend's figures at ``preset``: training rounds, then translation rounds, each round's backends in
+    turn, the order rotating from round to round."""
+    figures = {backend: Figures() for backend in args.backends}
+    tokens = ordo_update_tokens(data_dir, 3000, 1, args.warmup + updates)
+    orders = [args.backends[index % len(args.backends):] + args.backends[:index % len(args.backends)]
+              for index in range(args.rounds)]
+    for index, order in enumerate(orders):
+        for backend in order:
+            log(f"{preset} training, round {index + 1}: {backend} (load {load_average()})")
+            rate, megabytes = train_once(args, data_dir, preset, backend, updates, tokens)
+            figures[backend].train_rate.append(rate)
+            figures[backend].train_mb.append(megabytes)
+    model = args.work / preset / orders[0][0]
+    for index, order in enumerate(orders):
+        for backend in order:
+            log(f"{preset} beam search, round {index + 1}: {backend} (load {load_average()})")
+            file_rate, single_rate, megabytes = translate_once(args, model, backend)
+            figures[backend].file_rate.append(file_rate)
+            figures[backend].single_rate.append(single_rate)
+            figures[backend].decode_mb.append(megabytes)
+    return figures
+
+
+# -- the report ------------------------------------------------------------------------------------------------
+
+
+def load_average() -> str:
+    """The 1, 5 and 15-minute load averages."""
+    return " ".join(f"{value:.2f}" for value in os.getloadavg())
+
+
+def cpu_lines() -> list[str]:
+    """The CPU's model, vendor, family and model numbers, its vector extensions, torch's kernel level and what
+    ``cpu_gemm: auto`` resolves to here."""
+    import torch
+
+    from ordo import gemm
+
+    info = gemm.cpuinfo()
+    flags = set(info.get("flags", "").split())
+    found = " ".join(flag for flag in VECTOR_FLAGS if flag in flags) or "none"
+    model = " ".join(info.get("model name", "unknown CPU").split())
+    cpu = (f"CPU: {model} ({info.get('vendor_id', 'vendor unknown')}, family {info.get('cpu family', '?')} model "
+           f"{info.get('model', '?')}), {os.cpu_count()} logical CPUs; vector extensions: {found}; PyTorch "
+           f"{torch.__version__}, kernels {torch.backends.cpu.get_cpu_capability()}")
+    auto = f"`cpu_gemm: auto` resolves here to {gemm.resolve('auto')} ({gemm.auto_reason()})"
+    return [cpu, auto]
+
+
+def median(values: Sequence[float]) -> float:
+    """The median of ``values``."""
+    return statistics.median(values)
+
+
+def cell(values: Sequence[float], form: str) -> str:
+    """The median of ``values``, with every round's value in brackets when there are several."""
+    text = form.format(median(values))
+    return text if len(values) == 1 else f"{text} ({' / '.join(form.format(v) for v in values)})"
+
+
+def auto_against_best(figures: dict[str, Figures], name: str, higher_is_better: bool) -> str:
+    """``auto``'s median over the better median of blas and onednn for the figure ``name``, marked when auto is
+    behind by more than :data:`NOISE`."""
+    medians = {backend: median(getattr(figures[backend], name)) for backend in ("blas", "onednn", "auto")}
+    best = max(medians["blas"], medians["onednn"]) if higher_is_better else min(medians["blas"], medians["onednn"])
+    ratio = medians["auto"] / best
+    behind = ratio < 1 - NOISE if higher_is_better else ratio > 1 + NOISE
+    return f"{ratio:.2f}{' **behind**' if behind else ''}"
+
+
+FIGURES = (("train_rate", "train tgt tok/s", "{:,.0f}", True), ("train_mb", "train peak MB", "{:,.0f}", False),
+           ("file_rate", "beam-5 sent/s (file)", "{:.1f}", True),
+           ("single_rate", "beam-5 sent/s (one at a time)", "{:.1f}", True),
+           ("decode_mb", "beam-5 peak MB", "{:,.0f}", False))
+
+
+def preset_table(preset: str, updates: int, figures: dict[str, Figures]) -> list[str]:
+    """The markdown table of one preset."""
+    backends = list(figures)
+    lines = [f"**{preset}** ({updates} measured updates per training run):", "",
+             f"| figure | {' | '.join(backends)} | auto / best |", "|---|" + "---:|" * (len(backends) + 1)]
+    for name, title, form, higher in FIGURES:
+        cells = [cell(getattr(figures[backend], name), form) for backend in backends]
+        against = auto_against_best(figures, name, higher) if {"blas", "onednn", "auto"} <= set(figures) else "-"
+        lines.append(f"| {title} | {' | '.join(cells)} | {against} |")
+    return lines + [""]
+
+
+def report(args: argparse.Namespace, command: str, tables: list[str], started: str) -> str:
+    """The whole markdown report."""
+    setting = (f"Multi30k En→De (the recipe's data and train.yaml, `model.preset` set), 3,000-token batches, "
+               f"{args.warmup} warm-up updates per run, {args.threads} threads, {args.rounds} round(s), medians (each "
+               f"round's figure in brackets); beam 5 over the first {args.sentences} sentences of test2016 in one "
+               f"call and the first {args.single} one at a time, by each preset's barely trained model (hypotheses "
+               f"to the length limit). auto / best: auto's figure over the better of blas and onednn (memory: over "
+               f"the lower), **behind** where it trails by more than {NOISE:.0%}. Load average at the start "
+               f"{started}, at the end {load_average()}.")
+    return "\n".join(["## CPU defaults: cpu_gemm blas, onednn and auto per preset", "", f"command: `{command}`", "",
+                      *cpu_lines(), "", setting, "", *tables])
+
+
+def main() -> None:
+    """Measure every preset and backend and write the report."""
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--presets", nargs="+", default=["tiny", "small", "base"])
+    parser.add_argument("--updates", nargs="+", type=int, default=[40, 20, 8],
+                        help="measured training updates per run, one number per preset")
+    parser.add_argument("--warmup", type=int, default=4, help="training updates per run before the measured ones")
+    parser.add_argument("--interval", type=int, default=2, help="train.log_every; divides --warmup and --updates")
+    parser.add_argument("--backends", nargs="+", choices=BACKENDS, default=list(BACKENDS))
+    parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument("--sentences", type=int, default=100, help="beam search: sentences in one call")
+    parser.add_argument("--single", type=int, default=20, help="beam search: sentences translated one at a time")
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--data-root", type=Path, default=ROOT.parent / "shared" / "data")
+    parser.add_argument("--work", type=Path, default=Path(tempfile.gettempdir()) / "cpu_defaults",
+                        help="prepared data (kept and reused) and the runs")
+    parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "cpu_defaults.md")
+    parser.add_argument("--pause", type=Path, help="a file of process-group ids to stop while each process runs")
+    parser.add_argument("--translate-child", nargs=6, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.translate_child:
+        run_dir, backend, sentences, single, source, result = args.translate_child
+        translate_child(run_dir, backend, int(sentences), int(single), source, result)
+        return
+    if len(args.updates) != len(args.presets):
+        parser.error("--updates needs one number per preset")
+    if any(n % args.interval for n in (args.warmup, *args.updates)) or min(args.rounds, args.warmup) < 1:
+        parser.error("--interval must divide --warmup and every --updates; --rounds and --warmup at least 1")
+    command = shlex.join(["python", "bench/cpu_defaults.py", *sys.argv[1:]])
+    started = load_average()
+    print("\n".join(cpu_lines()), flush=True)
+    args.work = args.work.resolve()
+    args.test_src = args.data_root / "multi30k" / "test2016.en.gz"
+    data_dir = prepare_ordo(CORPORA["multi30k"], args.data_root, args.work)
+    tables = []
+    for preset, updates in zip(args.presets, args.updates):
+        tables += preset_table(preset, updates, measure_preset(args, data_dir, preset, updates))
+        print("\n".join(tables[-len(FIGURES) - 5:]), flush=True)
+    text = report(args, command, tables, started)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(text + "\n", encoding="utf-8")
+    print(text)
+
+
+if __name__ == "__main__":
+    main()
