@@ -1,6 +1,8 @@
 # Shared steps of the recipes, sourced after setting here (the recipe's folder). A single-corpus recipe's
 # run.sh also sets data_dir, work, src, tgt, train_split, valid_split and tests, defines download_data, then
-# calls: recipe_main "$@". A comparison recipe calls recipe_setup and runs "$py" "$here/../compare.py" ....
+# calls: recipe_main "$@". It may set minutes_default (the --minutes default: 60; 0: no wall-time limit, the
+# train.yaml's max_steps ends training) and sacrebleu_test (sacreBLEU's name of its test set, printed beside
+# the scores). A comparison recipe calls recipe_setup and runs "$py" "$here/../compare.py" ....
 set -euo pipefail
 root="$(cd "$here/../.." && pwd)"
 ordo="$root/.venv/bin/ordo"
@@ -11,18 +13,27 @@ recipe_setup() {
 }
 
 recipe_usage() {
-  echo "usage: $0 [--data-dir DIR] [--work DIR] [--minutes N] [--download]" >&2
+  echo "usage: $0 [--data-dir DIR] [--work DIR] [--minutes N] [--download] [--mirror URL]" \
+    "[--release FILE] [--gpus N] [--set KEY=VALUE ...]" >&2
   exit 2
 }
 
-recipe_main() {
-  local minutes_arg=60 download=0
+recipe_main() {  # --mirror URL: download_data fetches the release's files from URL/NAME (a local mirror, a
+  # proxy); --release FILE: another description of the release than the recipe's release.yaml (a mirror's
+  # layout or line counts); --gpus N: train on N GPUs of this machine under torchrun; --set KEY=VALUE: an
+  # ordo train override
+  local minutes_arg="${minutes_default:-60}" download=0
+  mirror="" release="$here/release.yaml" gpus=1 train_sets=()
   while [ $# -gt 0 ]; do
     case "$1" in
       --data-dir) data_dir="$2"; shift 2 ;;
       --work) work="$2"; shift 2 ;;
       --minutes) minutes_arg="$2"; shift 2 ;;
       --download) download=1; shift ;;
+      --mirror) mirror="$2"; shift 2 ;;
+      --release) release="$2"; shift 2 ;;
+      --gpus) gpus="$2"; shift 2 ;;
+      --set) train_sets+=(--set "$2"); shift 2 ;;
       *) recipe_usage ;;
     esac
   done
@@ -51,7 +62,12 @@ recipe_prepare() {
 recipe_train() {
   local start
   start=$(date +%s)
-  "$ordo" train "$here/train.yaml" --data "$work/data" --out "$work/run" --set "train.max_minutes=$minutes"
+  local train=("$ordo")
+  if [ "$gpus" -gt 1 ]; then
+    train=("$root/.venv/bin/torchrun" --standalone --nproc_per_node "$gpus" -m ordo)
+  fi
+  "${train[@]}" train "$here/train.yaml" --data "$work/data" --out "$work/run" --set "train.max_minutes=$minutes" \
+    ${train_sets[@]+"${train_sets[@]}"}
   echo "training wall time (validation included): $(( $(date +%s) - start ))s" | tee "$work/train_time.txt"
 }
 
@@ -67,6 +83,10 @@ recipe_score() {
       "$ordo" evaluate --hyp "$work/$test.$ckpt.hyp" --ref "$work/$test.$tgt" --tokenized-bleu
     done
   done
+  if [ -n "${sacrebleu_test:-}" ]; then
+    echo "the references are sacreBLEU's $sacrebleu_test $src-$tgt test set; online, sacreBLEU scores a" \
+      "hypothesis against its own copy: sacrebleu -t $sacrebleu_test -l $src-$tgt -i HYP"
+  fi
 }
 
 iwslt17_args() {  # sets iwslt17 (--iwslt17 DIR: the IWSLT17 Zh-En dev/test sets), iwslt17_train

@@ -1,0 +1,341 @@
+"""The papers' public-corpus recipes (recipes/*/release.yaml) against local mirrors built here in each release's
+layout and compression: download (over HTTP on loopback or file://), verification, the splits, and the whole
+recipe (prepare, a few updates of a tiny model, translation, scoring); and the errors a broken mirror gives."""
+
+import functools
+import gzip
+import io
+import os
+import subprocess
+import sys
+import tarfile
+import threading
+import zipfile
+from collections.abc import Iterator
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+import yaml
+
+from ordo.data.textio import read_lines, read_yaml
+
+RECIPES = Path(__file__).resolve().parents[1] / "recipes"
+sys.path.insert(0, str(RECIPES))
+import fetch  # (recipes/fetch.py: the shared downloader)
+
+RELEASES = {p.parent.name: read_yaml(p) for p in sorted(RECIPES.glob("*/release.yaml"))}
+PAPER_RECIPES = [name for name, spec in RELEASES.items() if all(f["url"] for f in spec["files"].values())]
+LICENSED = [name for name in RELEASES if name not in PAPER_RECIPES]  # read in place from the user's copy
+TINY = ["model.preset=tiny", "model.d_model=32", "model.ffn_dim=64", "train.max_tokens=300", "train.max_steps=4",
+        "train.valid_every=2", "train.warmup_steps=2", "train.valid_bleu=false", "train.progress=false",
+        "train.threads=1", "train.device=cpu", "decode.max_len_a=0", "decode.max_len_b=8"]
+WORDS = {"de": "der die das haus katze hund", "en": "the a house cat dog tree", "ja": "猫 犬 家 木 の が",
+         "zh": "猫 狗 房子 树 的 了"}
+
+
+def sentence(lang: str, number: int) -> str:
+    """A short made-up sentence of ``lang``, different for each ``number``."""
+    words = (WORDS.get(lang) or WORDS["en"]).split()
+    return " ".join(words[(number + k) % len(words)] for k in range(2 + number % 4)) + f" {number}"
+
+
+def member_text(fmt: str, lang: str, lines: int) -> str:
+    """A release member of ``lines`` sentences in the layout of its format."""
+    if fmt == "tags":  # an IWSLT train.tags file: each talk's metadata lines, then its transcript
+        half = lines // 2
+        talk = [f"<url>http://www.ted.com/talks/{t}</url>\n<talkid>{t}</talkid>\n<title>Talk {t}</title>\n"
+                for t in (1, 2)]
+        body = [f" {sentence(lang, i)} \n" for i in range(lines)]
+        return talk[0] + "".join(body[:half]) + talk[1] + "".join(body[half:])
+    if fmt == "seg":
+        segs = "".join(f'<seg id="{i + 1}"> {sentence(lang, 1000 + i)} </seg>\n' for i in range(lines))
+        return f'<refset setid="test" srclang="any">\n<doc docid="1" genre="news">\n{segs}</doc>\n</refset>\n'
+    return "".join(f"{sentence(lang, i)}\n" for i in range(lines))
+
+
+def pack(path: Path, members: dict[str, bytes]) -> None:
+    """Write ``members`` into ``path`` compressed as its name says (tgz, tar.gz, zip, gz or plain)."""
+    kind = fetch.archive_kind(path)
+    if kind == "tar":
+        with tarfile.open(path, "w:gz") as tar:
+            for name, data in members.items():
+                info = tarfile.TarInfo(name)
+                info.size = len(data)
+                tar.addfile(info, io.BytesIO(data))
+    elif kind == "zip":
+        with zipfile.ZipFile(path, "w") as package:
+            for name, data in members.items():
+                package.writestr(name, data)
+    else:
+        (data,) = members.values()
+        path.write_bytes(gzip.compress(data) if kind == "gz" else data)
+
+
+def build_mirror(recipe: str, root: Path, lines: int = 6) -> tuple[Path, Path]:
+    """A mirror folder of ``recipe``'s release in its layout and compression, with ``lines`` sentences per
+    member (46 for IWSLT's train.tags, so that every 23rd line makes a dev set of 2), and the release's
+    description with the counts the mirror has.
+
+    Returns:
+        (mirror folder, release.yaml for the mirror).
+    """
+    release = read_yaml(RECIPES / recipe / "release.yaml")
+    mirror = root / "mirror"
+    mirror.mkdir(parents=True)
+    members: dict[str, dict[str, bytes]] = {name: {} for name in release["files"]}
+    for pieces in release["outputs"].values():
+        for piece in pieces:
+            count = 46 if piece.get("format") == "tags" else lines
+            for lang in release["langs"]:
+                text = member_text(piece.get("format", "text"), lang, count)
+                members[fetch.file_of(piece, lang)][fetch.member_of(piece, lang)] = text.encode()
+            if "lines" in piece:
+                piece["lines"] = count
+    for name, files in members.items():
+        pack(mirror / name, files)
+    tiny_release = root / "release.yaml"
+    tiny_release.write_text(yaml.safe_dump(release, allow_unicode=True), encoding="utf-8")
+    return mirror, tiny_release
+
+
+@pytest.fixture
+def http_mirror() -> Iterator:
+    """Serve a folder over HTTP on 127.0.0.1 (a free port): call with the folder, get its base URL."""
+    servers = []
+
+    def serve(folder: Path) -> str:
+        server = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(QuietHandler, directory=str(folder)))
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        servers.append(server)
+        return f"http://127.0.0.1:{server.server_address[1]}"
+
+    yield serve
+    for server in servers:
+        server.shutdown()
+        server.server_close()
+
+
+class QuietHandler(SimpleHTTPRequestHandler):
+    """http.server's file handler without its request log on stderr."""
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+def run_recipe(recipe: str, *args: str) -> subprocess.CompletedProcess:
+    """``recipes/RECIPE/run.sh ARGS``, its output captured."""
+    return subprocess.run(["bash", str(RECIPES / recipe / "run.sh"), *args], capture_output=True, text=True,
+                          check=False)
+
+
+def recipe_args(tmp_path: Path, mirror: str, release: Path) -> list[str]:
+    """The flags of a tiny end-to-end run of a recipe against ``mirror``."""
+    sets = [word for key in TINY for word in ("--set", key)]
+    return ["--data-dir", str(tmp_path / "data"), "--work", str(tmp_path / "work"), "--download",
+            "--mirror", mirror, "--release", str(release), *sets]
+
+
+def test_every_paper_recipe_fetches_with_its_own_script():
+    assert {"iwslt14_deen", "wmt14_ende", "kftt_jaen"} <= set(PAPER_RECIPES) and LICENSED == ["aspec_jaen"]
+    for recipe in RELEASES:
+        script = (RECIPES / recipe / "run.sh").read_text()
+        assert "fetch.py" in script and "recipe_main" in script, recipe
+        assert ("--local" in script) == (recipe in LICENSED), recipe
+        release = fetch.load_release(RECIPES / recipe / "release.yaml")
+        assert all(spec["url"].startswith(("http://", "https://")) or recipe in LICENSED
+                   for spec in release["files"].values())
+        assert any("lines" in piece for pieces in release["outputs"].values() for piece in pieces), recipe
+
+
+@pytest.mark.parametrize("recipe", PAPER_RECIPES)
+def test_a_release_is_fetched_verified_and_split_from_its_mirror(recipe, tmp_path):
+    mirror, release = build_mirror(recipe, tmp_path)
+    outputs = fetch.fetch_release(release, tmp_path / "data", mirror.as_uri())
+    spec = read_yaml(release)
+    assert sorted(p.name for p in outputs) == sorted(f"{split}.{lang}.gz" for split in ("train", "valid", "test")
+                                                     for lang in spec["langs"])
+    for name, pieces in spec["outputs"].items():
+        counts = {lang: len(read_lines(tmp_path / "data" / name.replace("{lang}", lang))) for lang in spec["langs"]}
+        assert len(set(counts.values())) == 1 and min(counts.values()) > 0, (name, counts)
+        if all("lines" in piece for piece in pieces):
+            assert min(counts.values()) == sum(piece["lines"] for piece in pieces), name
+    src, tgt = spec["langs"]
+    first = spec["outputs"]["test.{lang}.gz"][0]
+    number = 1000 if first.get("format") == "seg" else 0
+    assert read_lines(tmp_path / "data" / f"test.{tgt}.gz")[0] == sentence(tgt, number)  # the reference side
+    assert read_lines(tmp_path / "data" / f"test.{src}.gz")[0] == sentence(src, number)
+
+
+SLOW = pytest.mark.skipif(not os.environ.get("ORDO_SLOW_TESTS"),
+                          reason="slow (about 40 s on 2 busy cores): ORDO_SLOW_TESTS=1 runs it")
+
+
+@pytest.mark.parametrize("recipe", [pytest.param(r, marks=() if r == "iwslt14_deen" else SLOW)
+                                    for r in PAPER_RECIPES])
+def test_a_recipe_runs_end_to_end_against_its_mirror(recipe, tmp_path, http_mirror):
+    """Every recipe shares lib.sh's steps: IWSLT14's (over HTTP) runs in every test run, the others (file://)
+    with ORDO_SLOW_TESTS=1."""
+    mirror, release = build_mirror(recipe, tmp_path)
+    url = http_mirror(mirror) if recipe == "iwslt14_deen" else mirror.as_uri()
+    done = run_recipe(recipe, *recipe_args(tmp_path, url, release))
+    assert done.returncode == 0, done.stderr[-3000:]
+    spec = read_yaml(release)
+    src, tgt = spec["langs"]  # each release lists its languages as source, target
+    test_src = read_lines(tmp_path / "data" / f"test.{src}.gz")
+    test_ref = read_lines(tmp_path / "data" / f"test.{tgt}.gz")
+    pieces = spec["outputs"]["test.{lang}.gz"]
+    assert len(test_src) == len(test_ref) == sum(piece["lines"] for piece in pieces)
+    assert "<seg" not in test_ref[0] and test_ref[0] == sentence(tgt, 1000 if pieces[0].get("format") == "seg" else 0)
+    assert "BLEU" in done.stdout and (tmp_path / "work" / "test.averaged.hyp").exists()
+    assert len(read_lines(tmp_path / "work" / "test.averaged.hyp")) == len(test_src)
+    assert (tmp_path / "data" / "release" / "sha256.txt").exists()
+
+
+def test_the_iwslt14_splits_are_fairseqs(tmp_path):
+    mirror, release = build_mirror("iwslt14_deen", tmp_path)
+    fetch.fetch_release(release, tmp_path / "data", mirror.as_uri())
+    train, valid = (read_lines(tmp_path / "data" / f"{split}.en.gz") for split in ("train", "valid"))
+    transcript = [sentence("en", i) for i in range(46)]  # the metadata lines dropped, each line stripped
+    assert valid == transcript[22::23] and train == [s for i, s in enumerate(transcript, 1) if i % 23]
+    test = read_lines(tmp_path / "data" / "test.de.gz")
+    assert len(test) == 5 * 6 and test[:2] == [sentence("de", 1000), sentence("de", 1001)]
+
+
+def test_the_release_line_counts_are_checked_and_the_file_named(tmp_path):
+    mirror, _ = build_mirror("iwslt14_deen", tmp_path)
+    with pytest.raises(fetch.FetchError, match=r"de-en\.tgz: de-en/IWSLT14\.TED\.dev2010\.de-en\.de\.xml: 6 lines, "
+                                               r"the release has 887"):
+        fetch.fetch_release(RECIPES / "iwslt14_deen" / "release.yaml", tmp_path / "data", mirror.as_uri())
+    assert not (tmp_path / "data" / "test.de.gz").exists()
+
+
+def test_a_file_missing_from_the_mirror_is_named(tmp_path, http_mirror):
+    mirror, release = build_mirror("kftt_jaen", tmp_path)
+    (archive,) = mirror.iterdir()
+    archive.unlink()
+    done = run_recipe("kftt_jaen", *recipe_args(tmp_path, http_mirror(mirror), release))
+    assert done.returncode != 0 and "HTTP 404" in done.stderr and f"cannot download {archive.name}" in done.stderr
+    assert not list((tmp_path / "data" / "release").iterdir())  # no half file
+
+
+def test_a_member_missing_from_an_archive_is_named(tmp_path):
+    mirror, release = build_mirror("wmt14_ende", tmp_path)
+    pack(mirror / "dev.tgz", {"dev/newstest2013.en": b"a\n"})  # newstest2013.de left out
+    with pytest.raises(fetch.FetchError, match=r"dev\.tgz: has no dev/newstest2013\.de"):
+        fetch.fetch_release(release, tmp_path / "data", mirror.as_uri())
+
+
+def test_a_corrupt_archive_is_named_removed_and_fetched_again(tmp_path):
+    mirror, release = build_mirror("iwslt14_deen", tmp_path)
+    good = (mirror / "de-en.tgz").read_bytes()
+    (mirror / "de-en.tgz").write_bytes(good[: len(good) // 2])  # truncated
+    with pytest.raises(fetch.FetchError, match=r"de-en\.tgz: corrupt or truncated archive"):
+        fetch.fetch_release(release, tmp_path / "data", mirror.as_uri())
+    assert not (tmp_path / "data" / "release" / "de-en.tgz").exists()
+    (mirror / "de-en.tgz").write_bytes(good)
+    assert len(fetch.fetch_release(release, tmp_path / "data", mirror.as_uri())) == 6
+
+
+def test_a_stated_sha256_is_checked(tmp_path):
+    mirror, release = build_mirror("iwslt14_deen", tmp_path)
+    spec = read_yaml(release)
+    spec["files"]["de-en.tgz"]["sha256"] = "0" * 64
+    release.write_text(yaml.safe_dump(spec), encoding="utf-8")
+    with pytest.raises(fetch.FetchError, match=r"de-en\.tgz: sha256 [0-9a-f]{64}, the release's is 0{64}"):
+        fetch.fetch_release(release, tmp_path / "data", mirror.as_uri())
+    spec["files"]["de-en.tgz"]["sha256"] = fetch.sha256_of(mirror / "de-en.tgz")
+    release.write_text(yaml.safe_dump(spec), encoding="utf-8")
+    fetch.fetch_release(release, tmp_path / "data", mirror.as_uri())
+    recorded = (tmp_path / "data" / "release" / "sha256.txt").read_text()
+    assert recorded == f"{spec['files']['de-en.tgz']['sha256']}  de-en.tgz\n"
+
+
+def test_an_interrupted_download_leaves_no_half_file_and_resumes(tmp_path, monkeypatch):
+    mirror, release = build_mirror("iwslt14_deen", tmp_path)
+    folder = tmp_path / "data" / "release"
+
+    class BrokenStream(io.BytesIO):
+        def read(self, size: int = -1) -> bytes:
+            raise ConnectionResetError("connection reset")
+
+    real_urlopen = fetch.urllib.request.urlopen
+    monkeypatch.setattr(fetch.urllib.request, "urlopen", lambda url, timeout: BrokenStream())
+    with pytest.raises(fetch.FetchError, match=r"de-en\.tgz broke off"):
+        fetch.fetch_release(release, tmp_path / "data", mirror.as_uri())
+    assert list(folder.iterdir()) == []
+    (folder / ".de-en.tgz.abc.tmp").write_bytes(b"half")  # as a killed process leaves it
+    monkeypatch.setattr(fetch.urllib.request, "urlopen", real_urlopen)
+    fetch.fetch_release(release, tmp_path / "data", mirror.as_uri())
+    assert sorted(p.name for p in folder.iterdir()) == ["de-en.tgz", "extracted", "sha256.txt"]
+
+
+
+def aspec_folder(root: Path, lines: int = 6) -> Path:
+    """A copy of ASPEC-JE's layout: ``score ||| id ||| n ||| ja ||| en`` training lines, ``id ||| n ||| ja ||| en``
+    dev and test lines."""
+    for name in ("train/train-1.txt", "dev/dev.txt", "test/test.txt"):
+        path = root / "ASPEC-JE" / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        score = "0.9 ||| " if name.startswith("train") else ""
+        path.write_text("".join(f"{score}A-{i} ||| {i} ||| {sentence('ja', i)} ||| {sentence('en', i)}\n"
+                                for i in range(lines)), encoding="utf-8")
+    return root / "ASPEC-JE"
+
+
+def tiny_release(recipe: str, root: Path, lines: int) -> Path:
+    """``recipe``'s release.yaml with every documented count set to ``lines``."""
+    spec = read_yaml(RECIPES / recipe / "release.yaml")
+    for pieces in spec["outputs"].values():
+        for piece in pieces:
+            piece["lines"] = lines
+    path = root / "release.yaml"
+    path.write_text(yaml.safe_dump(spec, allow_unicode=True), encoding="utf-8")
+    return path
+
+
+def test_a_licensed_corpus_is_split_in_place_from_its_fields(tmp_path):
+    aspec = aspec_folder(tmp_path)
+    fetch.fetch_release(tiny_release("aspec_jaen", tmp_path, 6), tmp_path / "corpus", local=aspec)
+    for split in ("train", "valid", "test"):
+        assert read_lines(tmp_path / "corpus" / f"{split}.ja.gz") == [sentence("ja", i) for i in range(6)]
+        assert read_lines(tmp_path / "corpus" / f"{split}.en.gz") == [sentence("en", i) for i in range(6)]
+    assert not (tmp_path / "corpus" / "release" / "sha256.txt").exists()  # nothing downloaded
+    with pytest.raises(fetch.FetchError, match=r"train-1\.txt: 6 lines, the release has 1000000"):
+        fetch.fetch_release(RECIPES / "aspec_jaen" / "release.yaml", tmp_path / "other", local=aspec)
+    dev = aspec / "dev" / "dev.txt"
+    dev.write_text("A-1 ||| 1\n" + dev.read_text(encoding="utf-8"), encoding="utf-8")  # no sentence fields
+    with pytest.raises(fetch.FetchError, match=r"dev\.txt:1: 2 ' \|\|\| '-separated fields, expected at least 3"):
+        fetch.fetch_release(tiny_release("aspec_jaen", tmp_path, 6), tmp_path / "third", local=aspec)
+
+
+def test_a_licensed_corpus_recipe_names_the_missing_file_or_flag(tmp_path):
+    aspec = aspec_folder(tmp_path)
+    (aspec / "test" / "test.txt").unlink()
+    done = subprocess.run(["bash", str(RECIPES / "aspec_jaen" / "run.sh"), "--data-dir", str(aspec), "--work",
+                           str(tmp_path / "work")], capture_output=True, text=True, check=False)
+    assert done.returncode == 1 and f"{aspec}/test/test.txt: missing" in done.stderr
+    done = subprocess.run(["bash", str(RECIPES / "aspec_jaen" / "run.sh")], capture_output=True, text=True,
+                          check=False)
+    assert done.returncode == 2 and "licensed" in done.stderr and "--data-dir" in done.stderr
+
+
+def test_zip_and_gz_releases_are_unpacked(tmp_path):
+    mirror = tmp_path / "mirror"
+    mirror.mkdir()
+    pack(mirror / "corpus.zip", {f"corpus/train.{lang}": member_text("text", lang, 5).encode() for lang in ("de", "en")})
+    for lang in ("de", "en"):
+        pack(mirror / f"test.{lang}.gz", {f"test.{lang}": member_text("text", lang, 3).encode()})
+    spec = {"files": {name: {"url": f"http://example.org/{name}", "sha256": ""}
+                      for name in ("corpus.zip", "test.de.gz", "test.en.gz")},
+            "langs": ["de", "en"],
+            "outputs": {"train.{lang}.gz": [{"file": "corpus.zip", "member": "corpus/train.{lang}", "lines": 5}],
+                        "test.{lang}.gz": [{"file": "test.{lang}.gz", "member": "test.{lang}", "lines": 3}]}}
+    release = tmp_path / "release.yaml"
+    release.write_text(yaml.safe_dump(spec), encoding="utf-8")
+    fetch.fetch_release(release, tmp_path / "data", mirror.as_uri())
+    assert read_lines(tmp_path / "data" / "train.en.gz") == [sentence("en", i) for i in range(5)]
+    assert read_lines(tmp_path / "data" / "test.de.gz") == [sentence("de", i) for i in range(3)]
+    (tmp_path / "data" / "test.de.gz").unlink()  # written again from the unpacked member, nothing fetched
+    fetch.fetch_release(release, tmp_path / "data", "http://127.0.0.1:9")
+    assert read_lines(tmp_path / "data" / "test.de.gz") == [sentence("de", i) for i in range(3)]
