@@ -1,4 +1,4 @@
-"""Lattice relations (paper 002, SPEC §3): computed per batch from the spans, or stored per sentence?
+"""Lattice relations (paper 002 §3): computed per batch from the spans, or stored per sentence?
 
 Issue 7 asks which is faster. Both give the (B, S, S) relation ids that lattice-aware self-attention reads:
 

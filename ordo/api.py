@@ -209,7 +209,7 @@ class LoadedRun:
     def encode_inputs(
         self, sentences: list[str], source: str = "input", long_lines: LongLines = "error", first_line: int = 1
     ) -> tuple[list[np.ndarray], dict[str, list[np.ndarray]]]:
-        """Source token rows and per-token fields (a lattice run's spans, SPEC §3); a sentence (or lattice) over
+        """Source token rows and per-token fields (a lattice run's spans, paper 002 §3); a sentence (or lattice) over
         ``model.max_positions - 1`` pieces (edges) is an error naming ``source`` and its line, or with
         ``long_lines="truncate"`` is cut to that limit with a warning (:func:`ordo.data.source.model_inputs`)."""
         encoder = SourceEncoder(self.src_vocab, self.lattice)

@@ -36,7 +36,7 @@ def _check(cfg: ModelConfig, joint_vocab: bool) -> None:
 
 
 def assemble_transformer(slots: Slots, src_vocab_size: int, tgt_vocab_size: int) -> nn.Module:
-    """Build encoder, decoder and output layer from whatever the slots hold (SPEC §0)."""
+    """Build encoder, decoder and output layer from whatever the slots hold (docs/methods.md, "Baseline")."""
     cfg = slots.cfg
     norm_first = cfg.norm == "pre"
     table = SinusoidalPositions(cfg.max_positions, cfg.d_model)
@@ -61,7 +61,7 @@ def assemble_transformer(slots: Slots, src_vocab_size: int, tgt_vocab_size: int)
 
 
 def assemble_rnn(slots: Slots, src_vocab_size: int, tgt_vocab_size: int) -> nn.Module:
-    """RNNsearch* (SPEC §4): embeddings of width embed_dim, GRU states of width d_model, context 2·d_model."""
+    """RNNsearch* (paper 003 §2; docs/methods.md, "Distortion models"): embeddings of width embed_dim, GRU states of width d_model, context 2·d_model."""
     cfg = slots.cfg
     dim, embed_dim = cfg.d_model, cfg.embed_dim or cfg.d_model
     encoder = BiGRUEncoder(src_vocab_size, embed_dim, dim, cfg.dropout)
