@@ -14,8 +14,9 @@ layers of :class:`Linear` and the output projection) through oneDNN when a ``cpu
 on the same kind of CPU takes the same backend. Measured (``bench/cpu_defaults.py``, bench/RESULTS.md): on an
 AMD EPYC with AVX-512 (Zen 4) oneDNN trains 1.55x faster than MKL's generic AVX2 path and decodes 1.7-3.8x
 faster per product; on an AMD EPYC without AVX-512 (Zen 3), where that path is the CPU's best, oneDNN trains
-slower with up to twice the peak memory and decodes no faster with more; on an Intel CPU MKL runs its own best
-code (oneDNN decodes slower there too).
+20-35% slower with up to 1.6x the peak memory at every preset (it decodes single sentences faster there from the
+small preset up, which this rule leaves on the table); on an Intel CPU MKL runs its own best code (oneDNN
+decodes slower there too).
 
 The two paths compute the same products with a different order of additions, so results agree to float32
 rounding (about 1e-6 relative), not bit for bit; each path is deterministic for a given shape and thread count.
