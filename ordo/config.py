@@ -31,7 +31,7 @@ T = TypeVar("T")
 
 @dataclass
 class ModelConfig:
-    """Architecture of the baseline and the methods switched on over it (SPEC §0)."""
+    """Architecture of the baseline and the methods switched on over it (docs/config.md, docs/methods.md)."""
 
     preset: Preset = "small"  # fills the fields the config leaves out (PRESETS)
     family: Literal["transformer", "rnn"] = "transformer"  # rnn: attention RNN, RNNsearch*
@@ -55,7 +55,7 @@ class ModelConfig:
 
 @dataclass
 class TrainConfig:
-    """Optimisation, batching, validation and checkpointing (SPEC §0)."""
+    """Optimisation, batching, validation and checkpointing (docs/config.md)."""
 
     seed: int = 1  # seeds model init, dropout and batch order
     max_tokens: int = 4096  # padded tokens per batch per process, counted on the side batch_by names
@@ -98,7 +98,7 @@ class TrainConfig:
 
 @dataclass
 class DecodeConfig:
-    """Search settings used by ``ordo translate`` (SPEC §0: beam 4-5 with length normalisation)."""
+    """Search settings used by ``ordo translate`` (docs/config.md: beam 4-5 with length normalisation)."""
 
     beam_size: int = 5  # 1 means greedy search
     length_penalty: float = 1.0  # score = log-prob / length ** length_penalty
@@ -138,7 +138,7 @@ PRESETS: dict[str, dict[str, Any]] = {
     "small": {"d_model": 256, "ffn_dim": 1024, "heads": 4, "encoder_layers": 3, "decoder_layers": 3, "dropout": 0.1},
     "base": {"d_model": 512, "ffn_dim": 2048, "heads": 8, "encoder_layers": 6, "decoder_layers": 6, "dropout": 0.1},
     "big": {"d_model": 1024, "ffn_dim": 4096, "heads": 16, "encoder_layers": 6, "decoder_layers": 6, "dropout": 0.3},
-    # RNNsearch* (SPEC §4); rnn-base is the paper's size: 620-dim embeddings, 1000-dim GRUs
+    # RNNsearch* (paper 003 §2); rnn-base is the paper's size: 620-dim embeddings, 1000-dim GRUs
     "rnn-tiny": {"family": "rnn", "d_model": 64, "embed_dim": 64, "dropout": 0.1},
     "rnn-small": {"family": "rnn", "d_model": 256, "embed_dim": 256, "dropout": 0.2},
     "rnn-base": {"family": "rnn", "d_model": 1000, "embed_dim": 620, "dropout": 0.2},

@@ -1,4 +1,4 @@
-"""The training loop: token batches, accumulation, clipping, validation, checkpoints, resume (SPEC §0).
+"""The training loop: token batches, accumulation, clipping, validation, checkpoints, resume (docs/config.md, "train").
 
 Resuming is exact: a checkpoint stores the model, the optimiser, the update count, every process's RNG
 states and the data position (epoch and batch within it); the batch list of an epoch is rebuilt from the
