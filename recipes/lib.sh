@@ -1,12 +1,17 @@
 # Shared steps of the recipes, sourced after setting here (the recipe's folder). A single-corpus recipe's
-# run.sh also sets data_dir, work, src, tgt, train_split, valid_split and tests, defines download_data, then
-# calls: recipe_main "$@". It may set minutes_default (the --minutes default: 60; 0: no wall-time limit, the
+# run.sh also sets data_dir, work, src, tgt, train_split, valid_split and tests, defines download_data (or
+# leaves it to fetch_release: the release.yaml beside run.sh, by recipes/fetch.py), then calls: recipe_main "$@". It may set minutes_default (the --minutes default: 60; 0: no wall-time limit, the
 # train.yaml's max_steps ends training) and sacrebleu_test (sacreBLEU's name of its test set, printed beside
 # the scores). A comparison recipe calls recipe_setup and runs "$py" "$here/../compare.py" ....
 set -euo pipefail
 root="$(cd "$here/../.." && pwd)"
 ordo="$root/.venv/bin/ordo"
 py="$root/.venv/bin/python"
+
+fetch_release() {  # download_data of a recipe with a release.yaml: fetch, verify and split the release
+  "$py" "$here/../fetch.py" "$release" --data-dir "$data_dir" --mirror "$mirror"
+}
+declare -F download_data >/dev/null || download_data() { fetch_release; }
 
 recipe_setup() {
   [ -x "$ordo" ] || make -C "$root" setup

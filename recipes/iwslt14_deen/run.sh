@@ -17,9 +17,5 @@ data_dir="$here/../../data/iwslt14_deen"
 work="$here/../../work/iwslt14_deen"
 src=de tgt=en train_split=train valid_split=valid tests="test" minutes_default=0
 
-download_data() {
-  "$py" "$here/../fetch.py" "$release" --data-dir "$data_dir" --mirror "$mirror"
-}
-
 source "$here/../lib.sh"
 recipe_main "$@"

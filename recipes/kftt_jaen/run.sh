@@ -16,9 +16,5 @@ data_dir="$here/../../data/kftt_jaen"
 work="$here/../../work/kftt_jaen"
 src=ja tgt=en train_split=train valid_split=valid tests="test" minutes_default=0
 
-download_data() {
-  "$py" "$here/../fetch.py" "$release" --data-dir "$data_dir" --mirror "$mirror"
-}
-
 source "$here/../lib.sh"
 recipe_main "$@"

@@ -17,9 +17,5 @@ data_dir="$here/../../data/wmt14_ende"
 work="$here/../../work/wmt14_ende"
 src=en tgt=de train_split=train valid_split=valid tests="test" minutes_default=0 sacrebleu_test=wmt14/full
 
-download_data() {
-  "$py" "$here/../fetch.py" "$release" --data-dir "$data_dir" --mirror "$mirror"
-}
-
 source "$here/../lib.sh"
 recipe_main "$@"
