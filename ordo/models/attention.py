@@ -34,8 +34,8 @@ def fused_attention(
     on CUDA through its flash, memory-efficient or math kernels (:data:`CUDA_SDPA_BACKENDS`).
 
     On the CPU, half-precision inputs that take gradients (training under autocast) are attended in float32 and
-    the result cast back: PyTorch's CPU flash-attention backward is about 11x slower in bf16 than in float32
-    (bench/RESULTS.md, "Speed on real corpora"), more than the products gain there.
+    the result cast back: PyTorch's CPU flash-attention backward is far slower in bf16 than in float32, more than
+    the products gain there (measured in bench/RESULTS.md, "Speed against each peer on a CPU").
     """
     if q.device.type == "cpu" and q.dtype != torch.float32 and q.requires_grad and torch.is_grad_enabled():
         with torch.autocast("cpu", enabled=False):
