@@ -25,6 +25,7 @@ SCHEMA_VERSION = 1
 Preset = Literal["tiny", "small", "base", "big", "rnn-tiny", "rnn-small", "rnn-base"]
 AmpMode = Literal["auto", "bf16", "fp16", "off"]  # mixed precision (ordo.precision)
 CpuGemm = Literal["auto", "onednn", "blas"]  # where float32 linear layers multiply on CPU (ordo.gemm)
+CompileMode = Literal["off", "default", "max-autotune-no-cudagraphs", "reduce-overhead", "max-autotune"]
 
 T = TypeVar("T")
 
@@ -86,6 +87,7 @@ class TrainConfig:
     device: str = "auto"  # auto | cpu | cuda | cuda:N
     threads: int = 0  # torch CPU threads (0: leave torch's default)
     cpu_gemm: CpuGemm = "auto"  # float32 linear layers on CPU: oneDNN or torch's BLAS; auto: where it wins (ordo.gemm)
+    compile: CompileMode = "off"  # torch.compile the forward pass and losses in this mode (ordo.training.compiled)
     progress: bool = True  # show a progress bar on stderr
 
     def __post_init__(self) -> None:

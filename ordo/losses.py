@@ -56,6 +56,35 @@ def output_nll(
     return _ChunkedOutputNLL.apply(rows, weight, bias, flat_targets[keep], epsilon, chunk, with_grad)  # type: ignore[no-any-return]
 
 
+def dense_output_nll(
+    hidden: torch.Tensor, project: nn.Module, targets: torch.Tensor, epsilon: float, ignore_index: int = PAD_ID,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`output_nll`'s loss written over whole tensors, for a compiled training step (``train.compile``,
+    :mod:`ordo.training.compiled`).
+
+    The same terms: loss = (1 - ε) · NLL(y) + ε · (lse - mean_v z_v), NLL(y) = lse - z_y, summed over the
+    positions whose target is not ``ignore_index``. The padded positions are masked rather than dropped, so the
+    shapes follow the batch's and not its content; the compiler fuses the float32 softmax passes over the
+    (…, V) logits into a few kernels (eagerly, this form would hold all the logits in float32: use
+    :func:`output_nll` there). The products run in the autocast dtype where autocast is on.
+
+    Shape:
+        hidden: (..., D); targets: the matching (...).
+
+    Returns:
+        (loss_sum, nll_sum), float32 scalars; only loss_sum is differentiable.
+    """
+    bias: torch.Tensor | None = getattr(project, "bias", None)
+    logits = F.linear(hidden, project.weight, bias).float()  # type: ignore[arg-type]  # (..., V)
+    lse = torch.logsumexp(logits, dim=-1)
+    keep = targets.ne(ignore_index)
+    target_logits = logits.gather(-1, targets.masked_fill(~keep, 0).unsqueeze(-1)).squeeze(-1)
+    zero = lse.new_zeros(())
+    nll = torch.where(keep, lse - target_logits, zero).sum()
+    smoothing = torch.where(keep, lse - logits.mean(dim=-1), zero).sum()
+    return (1.0 - epsilon) * nll + epsilon * smoothing, nll.detach()
+
+
 class _ChunkedOutputNLL(torch.autograd.Function):
     """:func:`output_nll` on packed rows; the gradients are computed in the forward pass and scaled in backward."""
 

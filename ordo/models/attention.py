@@ -152,7 +152,9 @@ class SelfAttention(nn.Module):
                 batch (:class:`RelationSelfAttention`'s relation ids); the plain attention reads nothing there.
         """
         q, k, v = self.project(x, cache, packing)
-        is_causal = causal and q.size(2) > 1
+        # without a cache, one query and one key attend alike either way: the length is not read (a compiled
+        # step's lengths are symbolic, and SDPA takes a plain bool)
+        is_causal = causal and (cache is None or q.size(2) > 1)
         out = fused_attention(q, k, v, attn_mask, self.dropout if self.training else 0.0, is_causal)  # (B, H, T, Dh)
         return self.output(out, packing)
 
@@ -181,8 +183,8 @@ class CrossAttention(nn.Module):
         (beam search's hypotheses of one sentence, see :class:`~ordo.models.outputs.DecoderState`); they are
         stacked as G * T queries of that row, so the keys and values are read once per sentence.
         """
-        group, uneven = divmod(x.size(0), memory.size(0))
-        if uneven or not group:
+        group = x.size(0) // memory.size(0)  # not divmod: a compiled step's sizes are symbolic, which it refuses
+        if not group or group * memory.size(0) != x.size(0):
             raise ValueError(f"{x.size(0)} query rows do not make groups over {memory.size(0)} memory rows")
         q = group_queries(split_heads(self.q(x), self.heads), group)  # (B, H, G*T, Dh)
         if cache is not None and "src_k" in cache:

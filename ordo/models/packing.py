@@ -22,7 +22,10 @@ class TokenPacking:
     @classmethod
     def of(cls, pad_mask: torch.Tensor, below: float) -> TokenPacking | None:
         """The packing of ``pad_mask`` (B, S), True at padding, when under ``below`` of its positions are real;
-        None when they are not, as packing would not pay for its gather and scatter."""
+        None when they are not, as packing would not pay for its gather and scatter, and at once (without reading
+        the mask) when ``below`` is 0 or less: a compiled step turns packing off so (:mod:`ordo.training.compiled`)."""
+        if below <= 0.0:
+            return None
         real = ~pad_mask.reshape(-1)  # (B*S,)
         if real.float().mean().item() >= below:
             return None

@@ -45,6 +45,7 @@ from ordo.training.checkpoint import (
     save_checkpoint,
     step_checkpoints,
 )
+from ordo.training.compiled import forward_losses
 from ordo.training.distributed import DistributedContext
 from ordo.training.interrupt import StopSignals
 from ordo.training.optim import build_optimizer, inverse_sqrt_lr, set_lr
@@ -106,6 +107,7 @@ class Trainer:
         if self.dist.rank > 0:  # weights as rank 0's (DDP broadcasts them); a dropout stream of its own
             torch.manual_seed(cfg.train.seed + PROCESS_SEED_STRIDE * self.dist.rank)
         self.losses = losses or []
+        self.forward_losses = forward_losses(self.wrapped, self.losses, self.tcfg.label_smoothing, self.tcfg.compile)
         self.fields = fields
         self.optimizer = build_optimizer(self.model, self.tcfg)
         self.amp = amp_dtype(self.tcfg.amp, self.device)
@@ -280,9 +282,7 @@ class Trainer:
         assert batch.tgt_out is not None
         ntokens = batch.num_tgt_tokens
         with self.autocast():  # the losses project onto the vocabulary themselves: in the autocast dtype too
-            output = self.wrapped(batch)
-            loss_sum, nll_sum = output_nll(output.hidden, output.project, batch.tgt_out, self.tcfg.label_smoothing)
-            aux_values = [aux.compute(output, batch).float() for aux in self.losses]
+            loss_sum, nll_sum, aux_values = self.forward_losses(batch)
         loss = loss_sum / norm
         stats["nll"] += float(nll_sum)
         stats["tokens"] += ntokens

@@ -42,6 +42,18 @@ def test_interrupted_and_resumed_run_ends_with_the_same_parameters(small_data, t
     assert state["progress"]["step"] == 7
 
 
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (run by bench/gpu/check.sh)")
+def test_a_compiled_run_on_a_gpu_resumes_to_the_same_parameters(small_data, tmp_path):
+    common = ["train.update_freq=2", "train.valid_every=3", "model.dropout=0.3", "train.seed=5", "train.device=cuda",
+              "train.compile=default"]
+    api.train(config(small_data, *common, "train.max_steps=7"), tmp_path / "straight")
+    api.train(config(small_data, *common, "train.max_steps=3"), tmp_path / "resumed")
+    api.train(api.run_config(tmp_path / "resumed", {"train": {"max_steps": 7}}), tmp_path / "resumed")
+    straight, resumed = final_weights(tmp_path / "straight"), final_weights(tmp_path / "resumed")
+    differing = [k for k in straight if not torch.equal(straight[k], resumed[k])]
+    assert not differing
+
+
 def test_validation_loss_falls_and_best_checkpoint_is_kept(small_data, tmp_path):
     cfg = config(small_data, "train.max_steps=120", "train.valid_every=40", "train.keep_last=2")
     api.train(cfg, tmp_path / "run")
