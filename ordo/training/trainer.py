@@ -234,12 +234,16 @@ class Trainer:
 
     # -- data --------------------------------------------------------------------------------------
 
-    def make_batch(self, data: ParallelData, indices: np.ndarray) -> Batch:
-        """Collate rows ``indices`` of ``data`` with the fields the methods need."""
+    def host_batch(self, data: ParallelData, indices: np.ndarray) -> Batch:
+        """Collate rows ``indices`` of ``data`` with the fields the methods need, in host memory."""
         src = [data.src[i] for i in indices]
         tgt = [data.tgt[i] for i in indices]
         fields = {name: [data.fields[name][i] for i in indices] for name in self.fields}
-        return collate(indices, src, tgt, fields).to(self.device)
+        return collate(indices, src, tgt, fields)
+
+    def make_batch(self, data: ParallelData, indices: np.ndarray) -> Batch:
+        """:meth:`host_batch` on the training device."""
+        return self.host_batch(data, indices).to(self.device)
 
     def epoch_batch_list(self, epoch: int) -> list[np.ndarray]:
         """This process's share of the epoch's batches (every world_size-th batch).
@@ -277,34 +281,36 @@ class Trainer:
         with autocast(self.amp, self.device), cpu_gemm(self.tcfg.cpu_gemm):
             yield
 
-    def batch_loss(self, batch: Batch, norm: float, stats: dict[str, float]) -> torch.Tensor:
-        """CE + Σ weight·aux for one batch, scaled by its share ``norm`` of the update's target tokens."""
-        assert batch.tgt_out is not None
-        ntokens = batch.num_tgt_tokens
+    def batch_loss(self, batch: Batch, counts: tuple[int, int], norm: float, stats: dict[str, Any]) -> torch.Tensor:
+        """CE + Σ weight·aux for one batch of ``counts`` (target, source) tokens, scaled by its share ``norm`` of
+        the update's target tokens. The running figures in ``stats`` stay on the device (no wait for the device
+        at every batch); :meth:`log_stats` reads them."""
+        ntokens, src_tokens = counts
         with self.autocast():  # the losses project onto the vocabulary themselves: in the autocast dtype too
             loss_sum, nll_sum, aux_values = self.forward_losses(batch)
         loss = loss_sum / norm
-        stats["nll"] += float(nll_sum)
+        stats["nll"] += nll_sum.detach()
         stats["tokens"] += ntokens
-        stats["src_tokens"] += int(batch.src_lengths.sum())
+        stats["src_tokens"] += src_tokens
         for aux, value in zip(self.losses, aux_values):
             loss = loss + aux.weight * value * (ntokens / norm)
-            stats[aux.name] += float(value.detach()) * ntokens
+            stats[aux.name] += value.detach() * ntokens
         return loss
 
-    def train_step(self, group: list[np.ndarray], stats: dict[str, float]) -> None:
+    def train_step(self, group: list[np.ndarray], stats: dict[str, Any]) -> None:
         """One update over ``group`` (gradient accumulation), with clipping and the LR schedule."""
         self.wrapped.train()
-        batches = [self.make_batch(self.train_data, indices) for indices in group]
-        norm = self.dist.all_reduce_sum(float(sum(b.num_tgt_tokens for b in batches)))
-        for index, batch in enumerate(batches):
+        batches = [self.host_batch(self.train_data, indices) for indices in group]
+        counts = [(b.num_tgt_tokens, int(b.src_lengths.sum())) for b in batches]  # counted in host memory
+        norm = self.dist.all_reduce_sum(float(sum(tgt for tgt, _ in counts)))
+        for index, (batch, batch_counts) in enumerate(zip(batches, counts)):
             sync = index == len(batches) - 1
             with self.dist.no_sync(self.wrapped, sync):
-                loss = self.batch_loss(batch, norm / self.dist.world_size, stats)
+                loss = self.batch_loss(batch.to(self.device), batch_counts, norm / self.dist.world_size, stats)
                 self.scaler.scale(loss).backward()
         self.progress.step += 1
-        self.progress.src_tokens += sum(int(b.src_lengths.sum()) for b in batches)
-        self.progress.tgt_tokens += sum(b.num_tgt_tokens for b in batches)
+        self.progress.src_tokens += sum(src for _, src in counts)
+        self.progress.tgt_tokens += sum(tgt for tgt, _ in counts)
         set_lr(self.optimizer, inverse_sqrt_lr(self.progress.step, self.tcfg))
         self.scaler.unscale_(self.optimizer)
         if self.tcfg.clip_norm > 0:
@@ -383,12 +389,16 @@ class Trainer:
             return f"no improvement in {t.patience} validations (train.patience)"
         return None
 
-    def log_stats(self, stats: dict[str, float], seconds: float) -> None:
-        """One log line of the running training figures, then reset them."""
+    def log_stats(self, stats: dict[str, Any], seconds: float) -> None:
+        """One log line of the running training figures, then reset them; on a GPU with the peak memory
+        allocated since the last line (a figure that grows from line to line is a leak)."""
         tokens = max(stats["tokens"], 1.0)
-        parts = [f"update {self.progress.step}", f"epoch {self.progress.epoch}", f"nll {stats['nll'] / tokens:.3f}"]
-        parts += [f"{aux.name} {stats[aux.name] / tokens:.4f}" for aux in self.losses]
+        parts = [f"update {self.progress.step}", f"epoch {self.progress.epoch}", f"nll {float(stats['nll']) / tokens:.3f}"]
+        parts += [f"{aux.name} {float(stats[aux.name]) / tokens:.4f}" for aux in self.losses]
         parts += [f"lr {self.optimizer.param_groups[0]['lr']:.2e}", f"tgt tok/s {stats['tokens'] / max(seconds, 1e-9):.0f}"]
+        if self.device.type == "cuda":
+            parts.append(f"peak mem {torch.cuda.max_memory_allocated(self.device) / 2**20:.0f} MB")
+            torch.cuda.reset_peak_memory_stats(self.device)
         logger.info("train | %s", " | ".join(parts))
         stats.clear()
 
@@ -415,7 +425,7 @@ class Trainer:
             set_lr(self.optimizer, inverse_sqrt_lr(max(self.progress.step, 1), self.tcfg))
             reason = self.should_stop()  # alike on every process: they all loaded the same progress
             received = 0
-            stats: dict[str, float] = _zero_stats()
+            stats: dict[str, Any] = _zero_stats()
             total = self.tcfg.max_steps if self.tcfg.max_steps > 0 else None
             bar = tqdm(total=total, initial=self.progress.step,
                        disable=not (self.tcfg.progress and self.dist.is_main), unit="upd", dynamic_ncols=True)
@@ -427,7 +437,7 @@ class Trainer:
                 self.progress.train_seconds += time.perf_counter() - start
                 bar.update(1)
                 if self.progress.step % self.tcfg.log_every == 0:
-                    nll = stats["nll"] / max(stats["tokens"], 1)
+                    nll = float(stats["nll"]) / max(stats["tokens"], 1)
                     bar.set_postfix(nll=f"{nll:.3f}", epoch=self.progress.epoch)
                     self.log_stats(stats, time.perf_counter() - log_start)
                     stats, log_start = _zero_stats(), time.perf_counter()
@@ -468,6 +478,7 @@ class Trainer:
         raise TrainingInterrupted(signal_number, message)
 
 
-def _zero_stats() -> dict[str, float]:
-    """Running totals of the training figures (NLL, tokens, each auxiliary loss), all starting at 0."""
+def _zero_stats() -> dict[str, Any]:
+    """Running totals of the training figures (NLL, tokens, each auxiliary loss), all starting at 0; the losses
+    become tensors on the training device (:meth:`Trainer.batch_loss`)."""
     return defaultdict(float)
