@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from torch import nn
 
-from ordo.config import ModelConfig, from_dict
+from ordo.config import ModelConfig
 from ordo.errors import ConfigError
 from ordo.losses import AuxLoss
 from ordo.methods import METHODS
@@ -29,10 +28,6 @@ class BuiltModel:
 def _check(cfg: ModelConfig, joint_vocab: bool) -> None:
     if cfg.share_embeddings == "all" and not joint_vocab:
         raise ConfigError("model.share_embeddings=all needs a joint vocabulary (prepare with joint_vocab: true)")
-    for name in cfg.methods:
-        if name not in METHODS:
-            known = ", ".join(sorted(METHODS)) or "none registered"
-            raise ConfigError(f"model.methods.{name}: unknown method (known: {known})")
 
 
 def assemble_transformer(slots: Slots, src_vocab_size: int, tgt_vocab_size: int) -> nn.Module:
@@ -82,18 +77,20 @@ def _init_linear_layers(model: nn.Module) -> None:
 def build_model(cfg: ModelConfig, src_vocab_size: int, tgt_vocab_size: int, joint_vocab: bool = True) -> BuiltModel:
     """Build the model a resolved :class:`ModelConfig` describes, with its methods switched on.
 
+    The methods' options were checked when ``cfg`` was built (:func:`ordo.config.method_options`).
+
     Raises:
-        ConfigError: unknown family or method, a bad method option, or two methods claiming one sub-block.
+        ConfigError: a method that does not fit the model (its family, its norm), or two methods claiming one
+            sub-block.
     """
     _check(cfg, joint_vocab)
     slots = Slots(cfg)
     losses: list[AuxLoss] = []
     fields: list[str] = []
-    for name, section in cfg.methods.items():
+    for name, options in cfg.methods.items():
         method = METHODS[name]
-        method_cfg: Any = from_dict(method.config_class, section, f"model.methods.{name}")
-        method.apply(slots, method_cfg)
-        losses += method.losses(method_cfg)
+        method.apply(slots, options)
+        losses += method.losses(options)
         fields += method.fields
     assemble = assemble_rnn if cfg.family == "rnn" else assemble_transformer
     model = assemble(slots, src_vocab_size, tgt_vocab_size)

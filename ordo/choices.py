@@ -41,11 +41,12 @@ def choices(cls: type, name: str) -> list[str]:
 
 
 def check_choices(config: object, section: str) -> None:
-    """Raise a :class:`ConfigError` naming ``section.field`` for a Literal field whose value is not allowed."""
+    """Raise a :class:`ConfigError` naming ``section.field`` for a Literal field whose value is not allowed; the
+    value's type counts (``true`` is not ``1``, nor ``"2"`` ``2``)."""
     cls: type = type(config)
     for name, options in literal_fields(cls).items():
         value = getattr(config, name)
-        if value is not None and value not in options:
+        if value is not None and not any(value == option and type(value) is type(option) for option in options):
             allowed = ", ".join(str(option) for option in options)
             hint = did_you_mean(str(value), [str(option) for option in options])
             raise ConfigError(f"{section}.{name}: {value!r} is not one of {allowed}{hint}")

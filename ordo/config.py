@@ -12,7 +12,7 @@ import types
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, Protocol, TypeVar
 
 import yaml
 
@@ -28,6 +28,20 @@ CpuGemm = Literal["auto", "onednn", "blas"]  # where float32 linear layers multi
 CompileMode = Literal["off", "default", "max-autotune-no-cudagraphs", "reduce-overhead", "max-autotune"]
 
 T = TypeVar("T")
+
+
+class RegisteredMethod(Protocol):
+    """A method as the config sees it (``ordo.methods.registry.Method``): the dataclass of its options."""
+
+    @property
+    def config_class(self) -> type:
+        """The dataclass of ``model.methods.NAME``'s options, each field with its type and default."""
+
+
+# model.methods.NAME -> its method, filled by ordo.methods.registry.register_method (which every method module
+# calls when ``ordo.methods`` is imported, as ordo.build does): the config checks each method's section against
+# the dataclass registered with it, and needs no method module to do so
+METHODS: dict[str, RegisteredMethod] = {}
 
 
 @dataclass
@@ -48,10 +62,30 @@ class ModelConfig:
     norm: Literal["post", "pre"] = "post"  # post: LN after the residual, as the papers' equations
     share_embeddings: Literal["all", "decoder", "none"] = "all"  # all: source, target, output (joint vocabulary)
     max_positions: int = 1024  # size of the sinusoidal position table
-    methods: dict[str, dict[str, Any]] = field(default_factory=dict)  # method name -> its config section
+    methods: dict[str, Any] = field(default_factory=dict)  # method name -> its options (the dataclass registered
+    # with the method, docs/methods.md); a mapping is checked and filled with the defaults it leaves out
 
     def __post_init__(self) -> None:
         check_choices(self, "model")
+        self.methods = {name: method_options(name, section) for name, section in self.methods.items()}
+
+
+def method_options(name: str, section: Any) -> Any:
+    """The options of method ``name`` as the dataclass registered with it, from a mapping (a config section;
+    None or "" for a method without options) or that dataclass itself.
+
+    Raises:
+        ConfigError: an unknown method, or an unknown key, wrong type or bad value in its section, naming
+            ``model.methods.NAME.key`` and the closest known name.
+    """
+    where = f"model.methods.{name}"
+    method = METHODS.get(name)
+    if method is None:
+        known = ", ".join(sorted(METHODS)) or "none registered: import ordo.methods"
+        raise ConfigError(f"{where}: unknown method{did_you_mean(name, METHODS) or f' (known: {known})'}")
+    if isinstance(section, method.config_class):
+        return section
+    return from_dict(method.config_class, {} if section is None or section == "" else section, where)
 
 
 @dataclass
@@ -199,7 +233,7 @@ def _coerce(value: Any, hint: Any, where: str) -> Any:
     if origin is dict:
         if not isinstance(value, dict):
             raise ConfigError(f"{where}: expected a mapping, got {value!r}")
-        return {k: ({} if v is None or v == "" else v) for k, v in value.items()}
+        return dict(value)
     if hint is float and isinstance(value, int) and not isinstance(value, bool):
         return float(value)
     if hint in (int, float, str, bool) and not (isinstance(value, hint) and not (hint is int and isinstance(value, bool))):
@@ -283,12 +317,11 @@ def merge(base: dict[str, Any], update: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def apply_preset(model_section: dict[str, Any], where: str = "model") -> dict[str, Any]:
-    """Fill the fields a model section leaves out from its preset; explicit keys win."""
+def apply_preset(model_section: dict[str, Any]) -> dict[str, Any]:
+    """Fill the fields a model section leaves out from its preset; explicit keys win. An unknown preset fills
+    nothing: :class:`ModelConfig` refuses it, with the closest one."""
     preset = model_section.get("preset", ModelConfig.preset)
-    if preset not in PRESETS:
-        raise ConfigError(f"{where}.preset: unknown preset {preset!r} (choose from {', '.join(PRESETS)})")
-    return merge(PRESETS[preset], model_section)
+    return merge(PRESETS.get(preset, {}) if isinstance(preset, str) else {}, model_section)
 
 
 def _drop_retired(raw: dict[str, Any]) -> dict[str, Any]:
@@ -303,7 +336,7 @@ def _drop_retired(raw: dict[str, Any]) -> dict[str, Any]:
 def build_config(raw: dict[str, Any], where: str = "config") -> ExperimentConfig:
     """Validate a raw nested dict (YAML plus overrides) into an :class:`ExperimentConfig`."""
     raw = _drop_retired(raw)
-    raw["model"] = apply_preset(dict(raw.get("model") or {}), f"{where}: model")
+    raw["model"] = apply_preset(dict(raw.get("model") or {}))
     config = from_dict(ExperimentConfig, raw, f"{where}:")
     if config.schema_version > SCHEMA_VERSION:
         raise ConfigError(f"{where}: schema_version {config.schema_version} is newer than this ordo ({SCHEMA_VERSION})")

@@ -19,10 +19,12 @@ in the decoder state, which beam search reorders with the hypotheses.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 import torch
 import torch.nn.functional as F
 
+from ordo.choices import check_choices
 from ordo.errors import ConfigError
 from ordo.gemm import Linear
 from ordo.methods.registry import Method, register_method
@@ -30,16 +32,23 @@ from ordo.models.outputs import DecoderState, EncoderOutput
 from ordo.models.rnn import MLPAttention
 from ordo.models.slots import Slots
 
-CONTEXTS = ("source", "target", "hidden")
+Context = Literal["source", "target", "hidden"]
 
 
 @dataclass
 class DistortionConfig:
-    """Options of ``model.methods.distortion``."""
+    """Options of ``model.methods.distortion``, checked when the run's config is built."""
 
-    context: str = "hidden"  # source | target | hidden: S-, T- or H-Distortion (what Ψ is)
-    window: int = 3  # l: jumps of -l..l source positions
-    weight: float = 0.5  # λ: share of the distortion term in the alignment
+    context: Context = "hidden"  # S-, T- or H-Distortion: Ψ is c_{t-1}, E[y_{t-1}] or s_{t-1}
+    window: int = 3  # l >= 1: jumps of -l..l source positions
+    weight: float = 0.5  # λ in [0, 1]: share of the distortion term in the alignment
+
+    def __post_init__(self) -> None:
+        check_choices(self, "model.methods.distortion")
+        if self.window < 1:
+            raise ConfigError(f"model.methods.distortion.window: expected l >= 1, got {self.window}")
+        if not 0.0 <= self.weight <= 1.0:
+            raise ConfigError(f"model.methods.distortion.weight: expected λ in [0, 1], got {self.weight}")
 
 
 def shift_alignments(alignment: torch.Tensor, window: int) -> torch.Tensor:
@@ -53,7 +62,7 @@ def shift_alignments(alignment: torch.Tensor, window: int) -> torch.Tensor:
 class DistortionAttention(MLPAttention):
     """MLP attention whose alignment is mixed with a distortion of the previous one (paper 003, Eq. 7-9)."""
 
-    def __init__(self, query_dim: int, key_dim: int, attn_dim: int, context: str, context_dim: int, window: int,
+    def __init__(self, query_dim: int, key_dim: int, attn_dim: int, context: Context, context_dim: int, window: int,
                  weight: float) -> None:
         super().__init__(query_dim, key_dim, attn_dim)
         self.context = context
@@ -104,12 +113,6 @@ def apply_distortion(slots: Slots, cfg: DistortionConfig) -> None:
     """Replace RNNsearch*'s attention with :class:`DistortionAttention`."""
     if slots.cfg.family != "rnn":
         raise ConfigError("model.methods.distortion: the distortion models apply to the rnn family (RNNsearch*)")
-    if cfg.context not in CONTEXTS:
-        raise ConfigError(f"model.methods.distortion.context: expected one of {', '.join(CONTEXTS)}, got {cfg.context!r}")
-    if cfg.window < 1:
-        raise ConfigError(f"model.methods.distortion.window: expected l >= 1, got {cfg.window}")
-    if not 0.0 <= cfg.weight <= 1.0:
-        raise ConfigError(f"model.methods.distortion.weight: expected λ in [0, 1], got {cfg.weight}")
     hidden, embed = slots.cfg.d_model, slots.cfg.embed_dim or slots.cfg.d_model
     context_dim = {"source": 2 * hidden, "target": embed, "hidden": hidden}[cfg.context]
     slots.claim(

@@ -31,6 +31,7 @@ import math
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import ClassVar
 
 import torch
 import torch.nn.functional as F
@@ -53,11 +54,23 @@ PREDICTED_NAME = "predicted_positions"  # extras key of b^N (B, S), the last lay
 
 @dataclass
 class ExGREConfig:
-    """Options of ``model.methods.exgre`` and ``model.methods.refsr``."""
+    """Options of ``model.methods.exgre``, checked when the run's config is built."""
 
+    section: ClassVar[str] = "model.methods.exgre"  # where errors say the options were
     weight: float = 0.6  # λ of the reordering loss (paper: 0.4 best for En-De)
-    window: float = 0.5  # D: the Gaussian's σ = D / 2, and the window of the hard cut
+    window: float = 0.5  # D > 0: the Gaussian's σ = D / 2, and the window of the hard cut
     hard_window: bool = True  # only positions within ±D of b (paper §4.1); false: all of 1..J (paper Eq. 6)
+
+    def __post_init__(self) -> None:
+        if self.window <= 0:
+            raise ConfigError(f"{self.section}.window: expected a positive window, got {self.window}")
+
+
+@dataclass
+class RefSRConfig(ExGREConfig):
+    """Options of ``model.methods.refsr``: ExGRE's, which its reordered path uses."""
+
+    section: ClassVar[str] = "model.methods.refsr"
 
 
 class GaussianPositions(nn.Module):
@@ -181,15 +194,9 @@ class ReorderingLoss:
         return (1.0 - cosine).masked_select(positions > 0).mean()
 
 
-def _check(slots: Slots, cfg: ExGREConfig, name: str) -> None:
+def _claim_reordering_layers(slots: Slots, cfg: ExGREConfig, name: str) -> None:
     if slots.cfg.family != "transformer":
         raise ConfigError(f"model.methods.{name}: implemented for the Transformer family only")
-    if cfg.window <= 0:
-        raise ConfigError(f"model.methods.{name}.window: expected a positive window, got {cfg.window}")
-
-
-def _claim_reordering_layers(slots: Slots, cfg: ExGREConfig, name: str) -> None:
-    _check(slots, cfg, name)
     dim = slots.cfg.d_model
     table = SinusoidalPositions(slots.cfg.max_positions, dim)
     slots.claim(
@@ -205,7 +212,7 @@ def apply_exgre(slots: Slots, cfg: ExGREConfig) -> None:
     _claim_reordering_layers(slots, cfg, "exgre")
 
 
-def apply_refsr(slots: Slots, cfg: ExGREConfig) -> None:
+def apply_refsr(slots: Slots, cfg: RefSRConfig) -> None:
     """ExGRE layers, and the encoder run twice and fused (paper 000, Eq. 10-11)."""
     _claim_reordering_layers(slots, cfg, "refsr")
     slots.claim("encoder_wrapper", "refsr", lambda encoder: ReorderingFusionEncoder(encoder, slots.cfg.d_model))
@@ -217,4 +224,4 @@ def reordering_losses(cfg: ExGREConfig) -> list[AuxLoss]:
 
 
 register_method(Method("exgre", ExGREConfig, apply_exgre, reordering_losses, fields=(FIELD,)))
-register_method(Method("refsr", ExGREConfig, apply_refsr, reordering_losses, fields=(FIELD,)))
+register_method(Method("refsr", RefSRConfig, apply_refsr, reordering_losses, fields=(FIELD,)))

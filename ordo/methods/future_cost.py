@@ -26,10 +26,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import partial
+from typing import Literal
 
 import torch
 from torch import nn
 
+from ordo.choices import check_choices
 from ordo.data.batch import EOS_ID, PAD_ID, Batch
 from ordo.errors import ConfigError
 from ordo.gemm import Linear
@@ -42,9 +44,9 @@ from ordo.models.transformer import TransformerDecoder, TransformerModel
 
 @dataclass
 class FutureCostConfig:
-    """Options of ``model.methods.future_cost``."""
+    """Options of ``model.methods.future_cost``, checked when the run's config is built."""
 
-    model: int = 2  # 1: future-cost loss only (Model I); 2: the loss and the gated fusion (Model II)
+    model: Literal[1, 2] = 2  # 1: future-cost loss only (Model I); 2: the loss and the gated fusion (Model II)
     weight: float = 0.7  # λ of the future-cost loss (paper: 0.7 for En-De, 0.3-0.5 for Zh-En)
     # share of the target positions whose future-cost loss is computed at each update (1: all, the paper's;
     # below 1: a random subset, which estimates the same mean at that share of the second projection's cost)
@@ -54,6 +56,14 @@ class FutureCostConfig:
     own_output: bool = False  # the future-cost softmax gets its own (V x D) projection instead of the shared W_o
     gate_bias: float | None = None  # Model II: a learnt gate bias started at this value (-3: g ≈ 0.05, nearly
     # closed); None: g = σ(W_g [F ; H]) without a bias, as the paper
+
+    def __post_init__(self) -> None:
+        check_choices(self, "model.methods.future_cost")
+        if not 0.0 < self.sample_fraction <= 1.0:
+            raise ConfigError(f"model.methods.future_cost.sample_fraction: expected a share in (0, 1], got "
+                              f"{self.sample_fraction}")
+        if self.gate_bias is not None and self.model != 2:
+            raise ConfigError("model.methods.future_cost.gate_bias: Model II's gate option (model: 2)")
 
 
 class FutureContextCell(nn.Module):
@@ -173,15 +183,8 @@ def future_cost_loss(output: Seq2SeqOutput, batch: Batch, sample_fraction: float
 
 def apply_future_cost(slots: Slots, cfg: FutureCostConfig) -> None:
     """Replace the model class with :class:`FutureCostModel` (Transformer family only)."""
-    if cfg.model not in (1, 2):
-        raise ConfigError(f"model.methods.future_cost.model: expected 1 or 2, got {cfg.model}")
-    if not 0.0 < cfg.sample_fraction <= 1.0:
-        raise ConfigError(f"model.methods.future_cost.sample_fraction: expected a share in (0, 1], got "
-                          f"{cfg.sample_fraction}")
     if slots.cfg.family != "transformer":
         raise ConfigError("model.methods.future_cost: implemented for the Transformer family only")
-    if cfg.gate_bias is not None and cfg.model != 2:
-        raise ConfigError("model.methods.future_cost.gate_bias: Model II's gate option (model: 2)")
     slots.claim("model_class", "future_cost", lambda enc, dec, out: FutureCostModel(enc, dec, out, cfg))
 
 

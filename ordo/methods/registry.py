@@ -1,11 +1,17 @@
-"""The registry of methods: a name, a config dataclass, and what the method replaces or adds."""
+"""The registry of methods: a name, a config dataclass, and what the method replaces or adds.
+
+Registering a method registers its options with it, as fairseq's ``register_criterion`` does a criterion's
+dataclass: the registry is the one :data:`ordo.config.METHODS` reads to check ``model.methods.NAME`` when a
+run's config is built, so the config knows every method's options without importing a method module.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
+from ordo.config import METHODS as REGISTERED
 from ordo.losses import AuxLoss
 from ordo.models.slots import Slots
 
@@ -20,7 +26,9 @@ class Method:
 
     Attributes:
         name: its config key, also the module name in ``ordo/methods``.
-        config_class: dataclass of its options; unknown keys are errors.
+        config_class: dataclass of its options (``Literal`` fields for fixed choices, its own range checks in
+            ``__post_init__``); the config builds it from ``model.methods.NAME``, where an unknown key, a wrong
+            type or a bad value is an error.
         apply: fills the sub-blocks it replaces, ``apply(slots, method_cfg)`` using ``slots.claim``.
         losses: the auxiliary losses it adds, ``losses(method_cfg)``.
         fields: batch fields (``Batch.fields``) the data must provide.
@@ -33,7 +41,7 @@ class Method:
     fields: tuple[str, ...] = field(default_factory=tuple)
 
 
-METHODS: dict[str, Method] = {}
+METHODS = cast("dict[str, Method]", REGISTERED)  # the same mapping, holding whole methods
 
 
 def register_method(method: Method) -> Method:

@@ -29,10 +29,14 @@ from ordo.models.slots import Slots
 
 @dataclass
 class RelativePEConfig:
-    """Options of ``model.methods.relative_pe``."""
+    """Options of ``model.methods.relative_pe``, checked when the run's config is built."""
 
-    clip: int = 16  # k: distances beyond ±k share one embedding
+    clip: int = 16  # k >= 1: distances beyond ±k share one embedding
     decoder: bool = True  # also in the decoder's masked self-attention
+
+    def __post_init__(self) -> None:
+        if self.clip < 1:
+            raise ConfigError(f"model.methods.relative_pe.clip: expected a positive distance, got {self.clip}")
 
 
 def relative_ids(query_positions: torch.Tensor, key_positions: torch.Tensor, clip: int) -> torch.Tensor:
@@ -73,8 +77,6 @@ class RelativeSelfAttention(RelationSelfAttention):
 
 def apply_relative_pe(slots: Slots, cfg: RelativePEConfig) -> None:
     """Relation-aware self-attention with clipped relative distances in the encoder (and decoder)."""
-    if cfg.clip < 1:
-        raise ConfigError(f"model.methods.relative_pe.clip: expected a positive distance, got {cfg.clip}")
     model_cfg = slots.cfg
     plain_attention = slots.self_attention
 

@@ -23,10 +23,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Literal
 
 import torch
 from torch import nn
 
+from ordo.choices import check_choices
 from ordo.errors import ConfigError
 from ordo.gemm import Linear
 from ordo.methods.registry import Method, register_method
@@ -34,14 +36,15 @@ from ordo.models.embeddings import SinusoidalPositions
 from ordo.models.slots import Slots
 from ordo.models.transformer import TransformerDecoderLayer, TransformerEncoderLayer
 
-VARIANTS = ("encoder", "decoder", "both")
-
 
 @dataclass
 class ReorderEmbConfig:
-    """Options of ``model.methods.reorder_emb``."""
+    """Options of ``model.methods.reorder_emb``, checked when the run's config is built."""
 
-    variant: str = "both"  # encoder | decoder | both: which stacks get reordering embeddings
+    variant: Literal["encoder", "decoder", "both"] = "both"  # which stacks get reordering embeddings
+
+    def __post_init__(self) -> None:
+        check_choices(self, "model.methods.reorder_emb")
 
 
 @dataclass
@@ -129,8 +132,6 @@ def _step_factory(slots: Slots, learned: bool) -> Callable[[], ReorderingStep]:
 
 def apply_reorder_emb(slots: Slots, cfg: ReorderEmbConfig) -> None:
     """Replace the encoder and/or decoder layers with reordering layers (paper 001 §5)."""
-    if cfg.variant not in VARIANTS:
-        raise ConfigError(f"model.methods.reorder_emb.variant: expected one of {', '.join(VARIANTS)}, got {cfg.variant!r}")
     _require_post_norm(slots, "reorder_emb")
     new_step = _step_factory(slots, learned=True)
     if cfg.variant in ("encoder", "both"):

@@ -82,8 +82,10 @@ def test_incremental_scores_equal_teacher_forcing_and_beam_one_equals_greedy():
 
 
 def test_bad_options_are_configuration_errors():
-    with pytest.raises(ConfigError, match="context: expected one of source, target, hidden"):
+    with pytest.raises(ConfigError, match="distortion.context: 'word' is not one of source, target, hidden"):
         rnn("model.methods.distortion.context=word")
+    with pytest.raises(ConfigError, match="distortion.window: expected l >= 1, got 0"):
+        rnn("model.methods.distortion.window=0")
     with pytest.raises(ConfigError, match="rnn family"):
         build_model(load_config(None, ["model.preset=tiny", "model.methods.distortion.window=2"]).model, 40, 40)
 

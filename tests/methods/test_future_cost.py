@@ -11,7 +11,7 @@ from ordo.cli import main
 from ordo.data.batch import EOS_ID, Batch
 from ordo.decoding.search import beam_search, greedy_search
 from ordo.errors import ConfigError
-from ordo.methods.future_cost import FutureCostModel, future_cost_loss, mean_source_state
+from ordo.methods.future_cost import FutureCostConfig, FutureCostModel, future_cost_loss, mean_source_state
 from ordo.models.outputs import Seq2SeqOutput
 from ordo.models.transformer import TransformerModel
 
@@ -165,7 +165,7 @@ def test_a_sample_fraction_outside_zero_to_one_is_a_configuration_error(fraction
 
 
 def test_bad_model_number_is_a_configuration_error():
-    with pytest.raises(ConfigError, match="expected 1 or 2"):
+    with pytest.raises(ConfigError, match="future_cost.model: 3 is not one of 1, 2"):
         tiny("model.methods.future_cost.model=3")
 
 
@@ -185,6 +185,6 @@ def test_switching_it_on_from_the_command_line_round_trips_through_the_saved_con
                  "--set", "train.valid_every=2", "--set", "train.progress=false",
                  "--set", "train.valid_bleu=false"]) == 0
     loaded = api.load_run(run, "last", "cpu")
-    assert loaded.cfg.model.methods == {"future_cost": {"model": 2}}
+    assert loaded.cfg.model.methods == {"future_cost": FutureCostConfig(model=2)}
     assert isinstance(loaded.model, FutureCostModel) and loaded.model.gate is not None
     assert len(loaded.translate(["the dog sees a cat ."], beam_size=2)) == 1

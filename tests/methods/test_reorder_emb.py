@@ -114,7 +114,7 @@ def test_padding_does_not_leak_into_reordered_encoder_states():
 
 
 def test_bad_variant_and_pre_norm_are_configuration_errors():
-    with pytest.raises(ConfigError, match="variant: expected one of encoder, decoder, both"):
+    with pytest.raises(ConfigError, match="reorder_emb.variant: 'middle' is not one of encoder, decoder, both"):
         tiny("model.methods.reorder_emb.variant=middle")
     with pytest.raises(ConfigError, match="post-norm"):
         tiny("model.methods.reorder_emb.variant=both", "model.norm=pre")
