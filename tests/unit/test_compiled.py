@@ -91,7 +91,7 @@ def test_the_eager_step_keeps_token_packing_and_a_compiled_one_turns_it_off() ->
     assert compiled_model.encoder.pack_below == 0.0
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (run by bench/gpu_check.sh)")
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (run by bench/gpu/check.sh)")
 def test_on_a_gpu_a_compiled_bf16_step_gives_the_eager_loss_and_gradients() -> None:
     batches = [batch.to(torch.device("cuda")) for batch in padded_batches()]
     results = {}
