@@ -14,6 +14,12 @@ the backends' order:
   ``--single`` one at a time, with ``decode.cpu_gemm=BACKEND``, in a process of its own: sentences/s of each
   (after one untimed warm-up sentence) and the process's peak resident memory.
 
+Then, per product (``--products``, in a process of its own): each layer shape of each preset (the output
+projection at the prepared vocabulary's size) at 1, 5 and 200 rows (one row, a beam of 5, a file's batch of
+beams), without gradients: BLAS, oneDNN on the packed weight and oneDNN on the plain weight (µs, the median of 3
+alternating rounds), the backend ``cpu_gemm: auto``'s timing picks in decoding (``ordo.gemm.timed_choice``), and
+the time to pack the whole model's weights for oneDNN: the figures behind ``ordo/gemm.py``'s reasoning.
+
 Every process runs with ``OMP_NUM_THREADS`` = ``MKL_NUM_THREADS`` = ``--threads``. ``auto`` is measured as a run
 of its own (not copied from the backend it resolves to). The report gives each figure per round, the medians,
 and ``auto`` against the better of blas and onednn (speed: auto / best; memory: auto / lowest), marking where
@@ -24,13 +30,14 @@ continued (SIGCONT) right after it, also on an error or a signal, so that other 
 for one run at a time.
 
 usage: python bench/cpu_defaults.py [--presets tiny small base] [--updates 40 20 8] [--rounds 1]
-           [--out bench/results/cpu_defaults.md] [--pause PIDFILE]
+           [--out bench/results/cpu_defaults.md] [--pause PIDFILE] [--no-products]
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import json
 import os
 import shlex
@@ -41,7 +48,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -194,6 +201,87 @@ def translate_child(run_dir: str, backend: str, sentences: int, single: int, sou
     Path(result).write_text(json.dumps({"file": file_rate, "single": single_rate}))
 
 
+PRODUCT_ROWS = (1, 5, 200)
+
+
+def layer_shapes(preset: str, vocab: int) -> list[tuple[str, int, int, int]]:
+    """(layer, out features, in features, how many in the model) of a Transformer preset's linear layers."""
+    from ordo.config import PRESETS
+
+    d, ffn = PRESETS[preset]["d_model"], PRESETS[preset]["ffn_dim"]
+    encoders, decoders = PRESETS[preset]["encoder_layers"], PRESETS[preset]["decoder_layers"]
+    return [("self-attention QKV", 3 * d, d, encoders + decoders),
+            ("attention out, cross-attention Q", d, d, encoders + 3 * decoders),
+            ("cross-attention KV", 2 * d, d, decoders), ("FFN in", ffn, d, encoders + decoders),
+            ("FFN out", d, ffn, encoders + decoders), ("output projection", vocab, d, 1)]
+
+
+def time_call(call: Callable[[], object], budget: float = 0.02) -> float:
+    """Seconds per call of ``call``, over as many calls as fill ``budget`` seconds (at least 3)."""
+    start, count = time.perf_counter(), 0
+    while count < 3 or time.perf_counter() - start < budget:
+        call()
+        count += 1
+    return (time.perf_counter() - start) / count
+
+
+def products_child(presets: list[str], vocab: int, result: str) -> None:
+    """The per-product process (module docstring): writes a JSON list of rows to ``result``."""
+    import torch
+    import torch.nn.functional as F
+
+    from ordo import gemm
+
+    torch.manual_seed(0)
+    rows_out: list[dict[str, object]] = []
+    for preset in presets:
+        pack_seconds = 0.0
+        for layer, out_features, in_features, count in layer_shapes(preset, vocab):
+            weight, bias = torch.randn(out_features, in_features), torch.randn(out_features)
+            start = time.perf_counter()
+            packed = gemm._pack(weight)
+            pack_seconds += (time.perf_counter() - start) * count
+            for rows in PRODUCT_ROWS:
+                x = torch.randn(rows, in_features)
+                calls = {"blas": functools.partial(F.linear, x, weight, bias),
+                         "packed": functools.partial(gemm._onednn_linear, x, packed, bias),
+                         "plain": functools.partial(gemm._onednn_linear, x, weight, bias)}
+                for call in calls.values():
+                    call()  # oneDNN builds its kernel for the shape
+                times: dict[str, list[float]] = {name: [] for name in calls}
+                for _ in range(3):
+                    for name, call in calls.items():
+                        times[name].append(time_call(call))
+                with gemm.cpu_gemm("auto", timed=True), torch.inference_mode():
+                    pick = gemm.timed_choice(x, weight.detach(), bias)[0]
+                rows_out.append({"preset": preset, "layer": f"{layer} ({out_features} x {in_features})", "rows": rows,
+                                 **{name: statistics.median(values) * 1e6 for name, values in times.items()},
+                                 "auto": pick})
+        rows_out.append({"preset": preset, "pack_ms": pack_seconds * 1e3})
+    Path(result).write_text(json.dumps(rows_out))
+
+
+def product_table(args: argparse.Namespace, data_dir: Path) -> list[str]:
+    """The per-product table (module docstring), measured in a process of its own with others paused."""
+    result = args.work / "products.json"
+    vocab = len((data_dir / "spm.vocab").read_text(encoding="utf-8").splitlines())
+    command = [sys.executable, str(Path(__file__).resolve()), "--products-child", str(vocab), str(result),
+               *args.presets]
+    log(f"products (load {load_average()})")
+    run_measured(command, args.work / "products.out", args.threads, args.pause)
+    lines = ["**Products** without gradients, one at a time (µs; the median of 3 alternating rounds):", "",
+             "| preset | layer (out x in) | rows | BLAS | oneDNN packed | oneDNN plain | auto's timing picks |",
+             "|---|---|---:|---:|---:|---:|---|"]
+    packing = []
+    for row in json.loads(result.read_text()):
+        if "pack_ms" in row:
+            packing.append(f"{row['preset']} {row['pack_ms']:.1f} ms")
+            continue
+        lines.append(f"| {row['preset']} | {row['layer']} | {row['rows']} | {row['blas']:,.0f} | "
+                     f"{row['packed']:,.0f} | {row['plain']:,.0f} | {row['auto']} |")
+    return lines + ["", f"Packing all of a model's weights for oneDNN: {', '.join(packing)}.", ""]
+
+
 def measure_preset(args: argparse.Namespace, data_dir: Path, preset: str, updates: int) -> dict[str, Figures]:
     """Every backend's figures at ``preset``: training rounds, then translation rounds, each round's backends in
     turn, the order rotating from round to round."""
@@ -314,11 +402,17 @@ def main() -> None:
                         help="prepared data (kept and reused) and the runs")
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "cpu_defaults.md")
     parser.add_argument("--pause", type=Path, help="a file of process-group ids to stop while each process runs")
+    parser.add_argument("--no-products", action="store_true", help="leave out the per-product table")
     parser.add_argument("--translate-child", nargs=6, help=argparse.SUPPRESS)
+    parser.add_argument("--products-child", nargs="+", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.translate_child:
         run_dir, backend, sentences, single, source, result = args.translate_child
         translate_child(run_dir, backend, int(sentences), int(single), source, result)
+        return
+    if args.products_child:
+        vocab, result, *presets = args.products_child
+        products_child(presets, int(vocab), result)
         return
     if len(args.updates) != len(args.presets):
         parser.error("--updates needs one number per preset")
@@ -334,6 +428,9 @@ def main() -> None:
     for preset, updates in zip(args.presets, args.updates):
         tables += preset_table(preset, updates, measure_preset(args, data_dir, preset, updates))
         print("\n".join(tables[-len(FIGURES) - 5:]), flush=True)
+    if not args.no_products:
+        tables += product_table(args, data_dir)
+        print("\n".join(tables[-8:]), flush=True)
     text = report(args, command, tables, started)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(text + "\n", encoding="utf-8")

@@ -1,22 +1,36 @@
 """Where the float32 matrix products of linear layers run on CPU: torch's BLAS (MKL on x86) or oneDNN.
 
-torch sends a float32 ``F.linear`` on CPU to its BLAS. On AMD CPUs MKL takes its generic code path, so a
-Zen 4 core with AVX-512 multiplies at AVX2 speed, while oneDNN (which torch ships, and which bf16 autocast
-already uses) runs its own kernels for the CPU at hand: 1.6-2.9x faster on the recipes' shapes, forward and
-backward (``bench/cpu_gemm.py``). This module routes the linear layers' products (``y = x W^T + b``, the
-layers of :class:`Linear` and the output projection) through oneDNN when a ``cpu_gemm`` setting asks for it:
+torch sends a float32 ``F.linear`` on CPU to its BLAS. On AMD CPUs MKL takes its generic code path, so a core
+with AVX-512 multiplies at AVX2 speed, while oneDNN (which torch ships, and which bf16 autocast already uses)
+runs its own kernels for the CPU at hand. This module routes the linear layers' products (``y = x W^T + b``,
+the layers of :class:`Linear` and the output projection) through oneDNN when a ``cpu_gemm`` setting asks for
+it:
 
 - ``blas``: torch's default path, everywhere;
 - ``onednn``: oneDNN for float32 tensors on CPU outside autocast (anything else keeps torch's path);
-- ``auto``: ``onednn`` where it was measured to win (:func:`onednn_wins`), ``blas`` elsewhere.
+- ``auto``: in training, a rule on the CPU (:func:`onednn_wins`); in decoding, the faster of the two for each
+  product shape, timed on the machine at hand (:func:`timed_choice`).
 
-``auto`` is a rule on the CPU's vendor and flags, not a timing, so every process of a run (and a resumed run)
-on the same kind of CPU takes the same backend. Measured (``bench/cpu_defaults.py``, bench/RESULTS.md): on an
-AMD EPYC with AVX-512 (Zen 4) oneDNN trains 1.55x faster than MKL's generic AVX2 path and decodes 1.7-3.8x
-faster per product; on an AMD EPYC without AVX-512 (Zen 3), where that path is the CPU's best, oneDNN trains
-20-35% slower with up to 1.6x the peak memory at every preset (it decodes single sentences faster there from the
-small preset up, which this rule leaves on the table); on an Intel CPU MKL runs its own best code (oneDNN
-decodes slower there too).
+Training (``auto``): oneDNN on x86 CPUs not made by Intel that have AVX-512, BLAS elsewhere. There MKL's
+generic path runs AVX2 code where oneDNN runs AVX-512 code, and oneDNN trains much faster; on an AMD CPU
+without AVX-512 that generic path is the CPU's best code, and oneDNN trains slower with more memory; on an Intel
+CPU MKL runs its own best code. The figures per CPU kind are in ``bench/results/cpu_defaults.md`` and
+``bench/results/cpu_gemm.md``. A rule on the CPU's vendor and flags, not a timing: every process of a run (and
+a resumed run, and its validation's translations) on the same kind of CPU takes the same backend, so the run's
+results do not depend on how busy the machine was.
+
+Decoding (``auto`` in a :func:`cpu_gemm` block opened with ``timed=True`` that no training block encloses, as
+``ordo translate``, ``ordo serve`` and the API's translate open it): which backend is faster for a product
+depends on its shape and row count in a way no rule on the CPU's flags captures. oneDNN's packed weights win
+for a few rows of a wide layer (the output projection of a beam's rows most of all) and lose to BLAS by a
+fixed overhead per call on narrow layers and single rows; for thousands of rows the two are level. So the
+first product of each (weight shape, row bucket) in a process runs on both backends, each timed, and the
+faster is kept for that key for the rest of the process (:func:`timed_choice`; the rule's backend unless the
+other is faster by :data:`TIMING_MARGIN`). Row buckets are powers of two (:func:`row_bucket`). The timing
+costs a few extra products per key, once per process; a key that chose BLAS drops the packed weight it made.
+The translations of two processes can then differ where float32 rounding decides a near tie, as they can
+between ``blas`` and ``onednn``; set ``decode.cpu_gemm`` to either for bit-identical translations across
+processes.
 
 The two paths compute the same products with a different order of additions, so results agree to float32
 rounding (about 1e-6 relative), not bit for bit; each path is deterministic for a given shape and thread count.
@@ -24,11 +38,11 @@ The backward pass of a oneDNN product uses oneDNN too (:class:`_OneDnnLinear`); 
 validation) the weights are packed once into oneDNN's layout (:func:`_packed`).
 
 Training under bf16 autocast on a CPU, torch runs every product on oneDNN, which builds (and caches) a kernel for
-each new shape; with token batching nearly every batch brings a new number of rows, so the caches grow by about
-9 MB an update and the steps slow down as they do (429 → 579 ms over 500 updates, bench/RESULTS.md). There the
-rows of each product are padded with zeros to a multiple of :data:`ROW_BUCKET` (of :data:`SMALL_ROW_BUCKET` for
-small products; :func:`bucketed_rows`), which bounds the shapes, keeps the memory flat and the step time steady;
-the padded rows are cut off again.
+each new shape; with token batching nearly every batch brings a new number of rows, so the caches grow with
+every update and the steps slow down as they do (bench/RESULTS.md). There the rows of each product are padded
+with zeros to a multiple of :data:`ROW_BUCKET` (of :data:`SMALL_ROW_BUCKET` for small products;
+:func:`bucketed_rows`), which bounds the shapes, keeps the memory flat and the step time steady; the padded rows
+are cut off again.
 """
 
 from __future__ import annotations
@@ -36,6 +50,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import platform
+import time
 import weakref
 from collections.abc import Iterator
 from pathlib import Path
@@ -48,6 +63,9 @@ from torch.utils.weak import WeakIdKeyDictionary
 from ordo.errors import ConfigError
 
 _active: str = "blas"  # the resolved backend inside the innermost :func:`cpu_gemm` context
+_timed: bool = False  # whether that block chooses per product by timing (module docstring)
+# (out features, in features, row bucket, threads) -> the faster backend, timed once per process
+_choices: dict[tuple[int, int, int, int], str] = {}
 _packed_weights: WeakIdKeyDictionary | None = None  # trained weight -> packed copy, for the outermost block's life
 # frozen weights: id(weight) -> (a weak reference to it, its version, packed copy); a plain dict, as a lookup
 # happens for every product of a decoding step, and the reference's callback drops the entry with the weight
@@ -55,6 +73,9 @@ _packed_frozen: dict[int, tuple[weakref.ref, int | None, torch.Tensor]] = {}
 PACK_ROWS = 8  # the row count oneDNN is told to expect when packing (the layout it picks serves any count)
 ROW_BUCKET = 128  # bf16 training products on a CPU see row counts that are multiples of this (module docstring)
 SMALL_ROW_BUCKET = 16  # ... or, up to ROW_BUCKET rows (an RNN's time step), multiples of this
+TIMING_MARGIN = 0.05  # a timed choice leaves the rule's backend only for one faster by this share
+TIMING_SAMPLES = (2, 5)  # timed runs of each backend per key: at least, and at most ...
+TIMING_BUDGET_S = 0.002  # ... more than the least only while both backends' runs so far took less than this
 
 
 @functools.cache
@@ -89,15 +110,14 @@ def cpu_flags() -> set[str]:
 
 
 def onednn_wins() -> bool:
-    """Whether oneDNN beats torch's BLAS on this CPU, in training and in decoding alike (module docstring): on an
-    x86 CPU not made by Intel, where MKL runs its generic AVX2 code, with AVX-512, which oneDNN uses and that
-    path does not."""
+    """Whether ``auto`` trains on oneDNN on this CPU (module docstring): on an x86 CPU not made by Intel, where
+    MKL runs its generic AVX2 code, with AVX-512, which oneDNN uses and that path does not."""
     x86 = platform.machine().lower() in ("x86_64", "amd64")
     return x86 and cpu_vendor() not in ("", "GenuineIntel") and "avx512f" in cpu_flags()
 
 
 def auto_reason() -> str:
-    """Why ``auto`` takes the backend it takes on this CPU, in words."""
+    """Why ``auto`` takes the backend it takes on this CPU in training, in words (decoding times each shape)."""
     if not onednn_available():
         return "this torch has no oneDNN linear kernel"
     vendor = cpu_vendor() or "an unknown vendor"
@@ -106,7 +126,7 @@ def auto_reason() -> str:
 
 
 def resolve(backend: str) -> str:
-    """``blas`` or ``onednn`` for a ``cpu_gemm`` setting (module docstring).
+    """``blas`` or ``onednn`` for a ``cpu_gemm`` setting, ``auto`` by the training rule (module docstring).
 
     Raises:
         ConfigError: ``onednn`` asked for where this torch cannot run it.
@@ -119,21 +139,28 @@ def resolve(backend: str) -> str:
 
 
 @contextlib.contextmanager
-def cpu_gemm(backend: str) -> Iterator[str]:
+def cpu_gemm(backend: str, timed: bool = False) -> Iterator[str]:
     """Run the linear layers' CPU products inside the block on ``backend`` (``auto``/``onednn``/``blas``);
-    yields the resolved name. The setting is the process's: one training or translation at a time.
+    yields the resolved name: ``blas``, ``onednn`` or, for a timed ``auto``, ``timed``. The setting is the
+    process's: one training or translation at a time.
+
+    ``timed`` (decoding): ``auto`` picks the faster backend per product shape by timing both
+    (:func:`timed_choice`), unless an enclosing block is not timed (a training run's validation keeps the
+    training rule, so that a run and its resumption pick alike). Products that need gradients keep the rule.
 
     A weight being trained that was packed for oneDNN is kept until the outermost block ends (:func:`_packed`), so
     it may not change inside a block: the trainer enters one per forward pass and steps its optimizer outside."""
-    global _active, _packed_weights
-    previous = _active, _packed_weights
+    global _active, _timed, _packed_weights
+    previous = _active, _timed, _packed_weights
+    outermost = _packed_weights is None
     _active = resolve(backend)
+    _timed = timed and backend == "auto" and onednn_available() and (outermost or _timed)
     if _packed_weights is None:
         _packed_weights = WeakIdKeyDictionary()
     try:
-        yield _active
+        yield "timed" if _timed else _active
     finally:
-        _active, _packed_weights = previous
+        _active, _timed, _packed_weights = previous
 
 
 def _use_onednn(a: torch.Tensor, b: torch.Tensor) -> bool:
@@ -141,6 +168,15 @@ def _use_onednn(a: torch.Tensor, b: torch.Tensor) -> bool:
     bias follows its weight: F.linear refuses a mismatch either way). Called for every product: kept cheap."""
     return (_active == "onednn" and a.is_cpu and b.is_cpu and a.dtype == torch.float32
             and b.dtype == torch.float32 and not torch.is_autocast_enabled("cpu"))
+
+
+def _timeable(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> bool:
+    """Whether a product in a timed block is chosen by timing: one that oneDNN could run
+    (:func:`_use_onednn`'s conditions) and that needs no gradient."""
+    needs_grad = torch.is_grad_enabled() and (
+        x.requires_grad or weight.requires_grad or (bias is not None and bias.requires_grad))
+    return (not needs_grad and x.is_cpu and weight.is_cpu and x.dtype == torch.float32
+            and weight.dtype == torch.float32 and not torch.is_autocast_enabled("cpu"))
 
 
 def _onednn_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
@@ -151,8 +187,8 @@ def _onednn_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | N
 
 def _packed(weight: torch.Tensor) -> torch.Tensor:
     """``weight`` (M, K) in oneDNN's blocked layout: without packing, oneDNN reorders the weight on every call,
-    which costs as much as the product itself for the few rows of a decoding step (the output projection of 5
-    rows: 280 µs unpacked, 126 packed), and packing a whole model takes 10-20 ms.
+    which for the few rows of a decoding step costs about as much as the product itself, while packing a whole
+    model costs about as much as a few decoding steps (``bench/results/cpu_defaults.md``).
 
     A weight being trained (``requires_grad``) is packed once per outermost :func:`cpu_gemm` block, as its
     optimizer may change it without a trace between blocks (torch's fused Adam bumps no version counter). A
@@ -177,6 +213,75 @@ def _packed(weight: torch.Tensor) -> torch.Tensor:
 def _pack(weight: torch.Tensor) -> torch.Tensor:
     """A copy of ``weight`` in oneDNN's blocked layout."""
     return torch.ops.mkldnn._reorder_linear_weight(weight.detach().contiguous(), PACK_ROWS)
+
+
+def _drop_packed(weight: torch.Tensor) -> None:
+    """Forget ``weight``'s packed copy, if it has one."""
+    if _packed_weights is not None:
+        _packed_weights.pop(weight, None)
+    entry = _packed_frozen.get(id(weight))
+    if entry is not None and entry[0]() is weight:
+        del _packed_frozen[id(weight)]
+
+
+def _has_packed(weight: torch.Tensor) -> bool:
+    """Whether ``weight`` has a packed copy now."""
+    entry = _packed_frozen.get(id(weight))
+    return (entry is not None and entry[0]() is weight) or (_packed_weights is not None and weight in _packed_weights)
+
+
+def row_bucket(rows: int) -> int:
+    """The bucket of a product's row count for :func:`timed_choice`: the power of two at or above ``rows``."""
+    return 1 << max(rows - 1, 0).bit_length()
+
+
+def pick(blas_seconds: float, onednn_seconds: float, preferred: str) -> str:
+    """The backend a timed choice keeps: ``preferred`` (the rule's) unless the other took less by more than
+    :data:`TIMING_MARGIN` of its time."""
+    if preferred == "onednn":
+        return "blas" if blas_seconds < onednn_seconds * (1 - TIMING_MARGIN) else "onednn"
+    return "onednn" if onednn_seconds < blas_seconds * (1 - TIMING_MARGIN) else "blas"
+
+
+def timed_choice(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> tuple[str, torch.Tensor]:
+    """Time the product x W^T + b on both backends and return the faster (:func:`pick`) with its result.
+
+    oneDNN runs once untimed first (it packs the weight and builds its kernel for the shape); then the two
+    alternate, :data:`TIMING_SAMPLES` runs each (the most while they stay under :data:`TIMING_BUDGET_S`: a
+    large product's timing is steadier), and each backend's fastest run counts, so that a run slowed by other
+    work on the machine does not decide. A weight packed only for the timing is unpacked again if BLAS wins."""
+    was_packed = _has_packed(weight)
+    runs = {"blas": lambda: F.linear(x, weight, bias), "onednn": lambda: _onednn_linear(x, _packed(weight), bias)}
+    results = {"onednn": runs["onednn"]()}
+    best = {"blas": float("inf"), "onednn": float("inf")}
+    spent = 0.0
+    least, most = TIMING_SAMPLES
+    for sample in range(most):
+        if sample >= least and spent >= TIMING_BUDGET_S:
+            break
+        for name in ("blas", "onednn"):
+            start = time.perf_counter()
+            results[name] = runs[name]()
+            seconds = time.perf_counter() - start
+            best[name] = min(best[name], seconds)
+            spent += seconds
+    choice = pick(best["blas"], best["onednn"], _active)
+    if choice == "blas" and not was_packed:
+        _drop_packed(weight)
+    return choice, results[choice]
+
+
+def _timed_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+    """x W^T + b on the backend timed fastest for its key (weight shape, row bucket, threads), timing it at the
+    key's first product (:func:`timed_choice`)."""
+    key = (weight.size(0), weight.size(1), row_bucket(x.numel() // max(x.size(-1), 1)), torch.get_num_threads())
+    choice = _choices.get(key)
+    if choice is None:
+        _choices[key], y = timed_choice(x, weight, bias)
+        return y
+    if choice == "onednn":
+        return _onednn_linear(x, _packed(weight), bias)
+    return F.linear(x, weight, bias)
 
 
 class _OneDnnLinear(torch.autograd.Function):
@@ -233,8 +338,11 @@ def _bucketed_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor |
 
 
 def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
-    """``F.linear(x, weight, bias)`` = x W^T + b on the active backend (oneDNN or torch's path); in bf16 training
-    on a CPU with the rows padded to :func:`bucketed_rows` (module docstring)."""
+    """``F.linear(x, weight, bias)`` = x W^T + b on the active backend (oneDNN or torch's path, or the one timed
+    faster for its shape); in bf16 training on a CPU with the rows padded to :func:`bucketed_rows` (module
+    docstring)."""
+    if _timed and _timeable(x, weight, bias):
+        return _timed_linear(x, weight, bias)
     if not _use_onednn(x, weight):
         if torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad) and buckets_rows(x):
             return _bucketed_linear(x, weight, bias)

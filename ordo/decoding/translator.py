@@ -42,7 +42,7 @@ def translate_rows(
     Rows are sorted by length and cut into batches of ``decode.max_tokens`` source tokens so that little
     padding is computed; the model is put in eval mode and run under ``torch.inference_mode`` (and under
     autocast when ``decode.amp`` names a dtype: the search's scores stay in float32; float32 linear layers on
-    ``decode.cpu_gemm``'s backend, :mod:`ordo.gemm`). An empty row (a blank
+    ``decode.cpu_gemm``'s backend, ``auto`` timing both per product shape, :mod:`ordo.gemm`). An empty row (a blank
     line) gets one empty hypothesis of score 0 without running the model. ``progress`` is called with the
     number of rows done after each batch.
     """
@@ -57,7 +57,7 @@ def translate_rows(
     dtype = amp_dtype(decode.amp, torch.device(device))
     if dtype is not None and is_int8(model):
         raise ConfigError(f"decode.amp {decode.amp}: an int8 model translates in float32 (drop --amp or --int8)")
-    with torch.inference_mode(), autocast(dtype, torch.device(device)), cpu_gemm(decode.cpu_gemm):
+    with torch.inference_mode(), autocast(dtype, torch.device(device)), cpu_gemm(decode.cpu_gemm, timed=True):
         for positions in epoch_batches(lengths[filled], None, decode.max_tokens, seed=0, epoch=0, shuffle=False):
             indices = filled[positions]
             fields = {k: [rows[i] for i in indices] for k, rows in (field_rows or {}).items()}

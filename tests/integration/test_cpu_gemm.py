@@ -43,3 +43,18 @@ def test_ordo_translate_takes_the_backend_from_the_command_line(trained_run, sma
         assert bool(onednn_calls) == (backend == "onednn")
     same = sum(a == b for a, b in zip(outputs["onednn"], outputs["blas"]))
     assert same >= len(outputs["blas"]) - 1
+
+
+@needs_onednn
+def test_translation_on_timed_auto_matches_blas_and_times_each_shape_once(loaded_run, small_test_sources,
+                                                                         monkeypatch):
+    monkeypatch.setattr(gemm, "_choices", {})
+    blas = loaded_run.translate(small_test_sources, beam_size=4, cpu_gemm="blas")
+    assert gemm._choices == {}
+    auto = loaded_run.translate(small_test_sources, beam_size=4, cpu_gemm="auto")
+    choices = dict(gemm._choices)
+    assert choices and set(choices.values()) <= {"blas", "onednn"}, "each product shape timed and decided"
+    assert loaded_run.translate(small_test_sources, beam_size=4, cpu_gemm="auto") == auto
+    assert gemm._choices == choices, "decided once per process"
+    same = sum(a == b for a, b in zip(auto, blas))
+    assert same >= len(blas) - 1, "the same translations (a near tie may round apart)"

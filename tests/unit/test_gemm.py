@@ -1,6 +1,8 @@
 """ordo.gemm: float32 linear layers on oneDNN give torch's results and gradients, and the setting resolves
 per CPU."""
 
+from types import SimpleNamespace
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -181,3 +183,82 @@ def test_rows_are_not_padded_without_gradients_or_in_float32(monkeypatch):
         gemm.linear(torch.randn(2 * gemm.ROW_BUCKET, 16, requires_grad=True), weight)  # already a multiple
     assert rows == [39, 39, 2 * gemm.ROW_BUCKET]
     assert [gemm.bucketed_rows(n) for n in (1, 39, 128, 129, 300, 2769)] == [16, 48, 128, 256, 384, 2816]
+
+
+def test_row_buckets_are_powers_of_two():
+    assert [gemm.row_bucket(n) for n in (1, 2, 3, 4, 5, 8, 9, 200, 2769)] == [1, 2, 4, 4, 8, 8, 16, 256, 4096]
+
+
+def test_a_timed_choice_leaves_the_rules_backend_only_for_one_faster_by_the_margin():
+    margin = gemm.TIMING_MARGIN
+    assert gemm.pick(1.0, 1.0 - margin / 2, "blas") == "blas"
+    assert gemm.pick(1.0, 1.0 - 2 * margin, "blas") == "onednn"
+    assert gemm.pick(1.0 - margin / 2, 1.0, "onednn") == "onednn"
+    assert gemm.pick(1.0 - 2 * margin, 1.0, "onednn") == "blas"
+
+
+@pytest.fixture
+def fake_costs(monkeypatch) -> dict[str, object]:
+    """Each backend's product advances a fake clock by ``costs[backend]`` seconds and is counted in
+    ``costs['calls']``; the choices timed so far start empty."""
+    state: dict[str, object] = {"now": 0.0, "blas": 1e-4, "onednn": 1e-4, "calls": []}
+    plain, kernel = F.linear, gemm._onednn_linear
+
+    def blas(x, weight, bias=None):
+        state["now"] += state["blas"]
+        state["calls"].append("blas")
+        return plain(x, weight, bias)
+
+    def onednn(x, weight, bias):
+        state["now"] += state["onednn"]
+        state["calls"].append("onednn")
+        return kernel(x, weight, bias)
+
+    monkeypatch.setattr(gemm.F, "linear", blas)
+    monkeypatch.setattr(gemm, "_onednn_linear", onednn)
+    monkeypatch.setattr(gemm, "time", SimpleNamespace(perf_counter=lambda: state["now"]))
+    monkeypatch.setattr(gemm, "_choices", {})
+    return state
+
+
+@needs_onednn
+@pytest.mark.parametrize("faster", ["blas", "onednn"])
+def test_timed_auto_times_each_shape_once_and_keeps_the_faster_backend(fake_costs, faster):
+    torch.manual_seed(4)
+    layer = gemm.Linear(16, 40).requires_grad_(False)
+    slower = "onednn" if faster == "blas" else "blas"
+    fake_costs[slower] = 2e-4
+    x = torch.randn(5, 16)
+    with gemm.cpu_gemm("auto", timed=True) as backend, torch.inference_mode():
+        assert backend == "timed"
+        first = layer(x)
+        timing = list(fake_costs["calls"])
+        assert timing.count("blas") >= 1 and timing.count("onednn") >= 2, "both timed (oneDNN once untimed)"
+        assert list(gemm._choices.values()) == [faster]
+        for rows in (5, 7, 8):  # one row bucket: no new timing
+            assert layer(torch.randn(rows, 16)).shape == (rows, 40)
+        assert fake_costs["calls"][len(timing):] == [faster] * 3
+        torch.testing.assert_close(first, F.linear(x, layer.weight, layer.bias), rtol=1e-5, atol=1e-5)
+        layer(torch.randn(9, 16))  # the next bucket is timed anew
+    assert len(gemm._choices) == 2
+    assert gemm._has_packed(layer.weight) == (faster == "onednn"), "a weight packed for nothing is let go"
+
+
+@needs_onednn
+def test_only_decodings_auto_is_timed(fake_costs):
+    x, weight = torch.randn(4, 8), torch.randn(6, 8)
+    with gemm.cpu_gemm("auto") as backend:  # training: the rule
+        assert backend == gemm.resolve("auto")
+        with gemm.cpu_gemm("auto", timed=True) as inner:
+            assert inner == backend, "a training run's validation keeps the rule"
+    for setting in ("blas", "onednn"):
+        with gemm.cpu_gemm(setting, timed=True) as backend:
+            assert backend == setting
+    with gemm.cpu_gemm("auto", timed=True):
+        gemm.linear(torch.randn(4, 8, requires_grad=True), weight)  # a product with gradients keeps the rule
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            gemm.linear(x, weight)
+        assert gemm._choices == {}
+        with torch.no_grad():
+            gemm.linear(x, weight)
+    assert len(gemm._choices) == 1
