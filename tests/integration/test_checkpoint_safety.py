@@ -1,6 +1,6 @@
-"""Long runs lose no work: after SIGTERM the resumed run repeats an uninterrupted one (one process and two),
-a killed save or an unreadable newest checkpoint falls back to the one before, a full disk is a clean
-error."""
+"""Long runs lose no work: after SIGTERM the resumed run repeats an uninterrupted one (one process; two
+torchrun nodes on loopback, stopped together by a signal to one, against one node), a killed save or an
+unreadable newest checkpoint falls back to the one before, a full disk is a clean error."""
 
 import errno
 import os
@@ -94,16 +94,38 @@ def test_sigterm_saves_the_update_and_the_resumed_run_matches_an_uninterrupted_o
     assert not (run / "checkpoints" / f"step_{step}.pt").exists()  # off the validation grid: not averaged later
 
 
+def two_node_commands(data: Path, run: Path, steps: int, *extra: str) -> list[list[str]]:
+    """``ordo train`` as two torchrun "nodes" of one process each, rendezvous on loopback: node 0's command, then
+    node 1's."""
+    port = str(free_port())
+    single = train_command(data, run, steps, 1, *extra)[1:]  # the arguments after the interpreter
+    torchrun = str(Path(sys.executable).with_name("torchrun"))
+    return [[torchrun, "--nnodes", "2", "--nproc_per_node", "1", "--node_rank", str(rank), "--master_addr",
+             "127.0.0.1", "--master_port", port, *single] for rank in (0, 1)]
+
+
+def run_nodes(commands: list[list[str]]) -> None:
+    """Run the nodes' commands side by side to the end."""
+    nodes = [subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=child_env())
+             for command in commands]
+    for node in nodes:
+        stderr = node.communicate(timeout=600)[1]
+        assert node.returncode == 0, stderr[-3000:]
+
+
 @pytest.mark.skipif(not torch.distributed.is_available(), reason="torch built without distributed support")
-def test_two_processes_stopped_by_sigterm_resume_with_each_ones_dropout_stream(small_data, tmp_path):
+def test_two_nodes_stop_together_on_one_sigterm_and_resume_to_the_numbers_of_one_node(small_data, tmp_path):
     run = tmp_path / "resumed"
-    command = train_command(small_data, run, 100000, 2, "train.log_every=1")
-    _, stderr = terminate_after(command, run / "train.log", 3)
+    node0, node1 = two_node_commands(small_data, run, 100000, "train.log_every=1")
+    first = subprocess.Popen(node0, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=child_env())
+    _, stderr = terminate_after(node1, run / "train.log", 3)  # the signal reaches node 1 alone
+    first_stderr = first.communicate(timeout=300)[1]
+    assert first.returncode != 0, first_stderr[-3000:]  # node 0 stopped with it, not at max_steps
     step = interrupted_step(run)
     assert f"stopped by SIGTERM after update {step}" in (run / "train.log").read_text(), stderr[-3000:]
-    assert len(load_checkpoint(run / "checkpoints" / f"step_{step}.pt")["rng"]) == 2
-    run_to_end(train_command(small_data, run, step + 3, 2))
-    run_to_end(train_command(small_data, tmp_path / "straight", step + 3, 2))
+    assert len(load_checkpoint(run / "checkpoints" / f"step_{step}.pt")["rng"]) == 2  # each one's dropout stream
+    run_nodes(two_node_commands(small_data, run, step + 3))
+    run_to_end(train_command(small_data, tmp_path / "straight", step + 3, 2))  # one node, two processes
     assert_same_weights(run, tmp_path / "straight")
 
 
