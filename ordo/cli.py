@@ -92,9 +92,12 @@ def _add_average(sub: argparse._SubParsersAction) -> None:
 def _add_evaluate(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("evaluate", help="BLEU/chrF, and significance against a second system")
     p.add_argument("--hyp", required=True)
-    p.add_argument("--ref", required=True)
+    p.add_argument("--ref", action="append", required=True, metavar="REF",
+                   help="the reference; repeat for several references (e.g. a NIST set's four): BLEU and chrF "
+                        "against all of them, each with the --hyp's line count")
     p.add_argument("--compare", help="a second system's output: sacreBLEU's paired bootstrap and approximate "
-                                     "randomization over BLEU, chrF and TER, and the sign test over BLEU")
+                                     "randomization over BLEU, chrF and TER, and the sign test over BLEU "
+                                     "(one --ref)")
     p.add_argument("--tokenized-bleu", action="store_true", help="also BLEU as multi-bleu.perl computes it")
     p.add_argument("--lowercase", action="store_true")
     p.add_argument("--bootstrap-samples", type=int, default=1000)
@@ -359,15 +362,19 @@ def run_average(args: argparse.Namespace) -> None:
 
 
 def run_evaluate(args: argparse.Namespace) -> None:
-    """``ordo evaluate``: scores of --hyp, and with --compare the significance of the difference."""
+    """``ordo evaluate``: scores of --hyp against one --ref or several, and with --compare (one --ref) the
+    significance of the difference."""
     from ordo.evaluation.bleu import score_files
     from ordo.evaluation.significance import compare_files
 
-    report: dict[str, Any] = {"hyp": score_files(args.hyp, args.ref, args.tokenized_bleu, args.lowercase)}
+    refs: list[str] = args.ref
+    if len(refs) > 1 and (args.compare or args.ribes):
+        raise OrdoError(f"{len(refs)} references given: --compare and --ribes score against one --ref")
+    report: dict[str, Any] = {"hyp": score_files(args.hyp, refs, args.tokenized_bleu, args.lowercase)}
     if args.compare:
-        report["compare"] = score_files(args.compare, args.ref, args.tokenized_bleu, args.lowercase)
+        report["compare"] = score_files(args.compare, refs, args.tokenized_bleu, args.lowercase)
         report["significance"] = compare_files(
-            args.hyp, args.compare, args.ref, args.bootstrap_samples, args.randomization_trials, args.lowercase
+            args.hyp, args.compare, refs[0], args.bootstrap_samples, args.randomization_trials, args.lowercase
         )
     if args.ribes:
         _add_ribes(report, args)
@@ -413,7 +420,7 @@ def _add_ribes(report: dict[str, Any], args: argparse.Namespace) -> None:
     sentence_scores = {}
     for name in ("hyp", "compare"):
         if name in report:
-            hyps, refs = read_hyp_ref(getattr(args, name), args.ref)
+            hyps, refs = read_hyp_ref(getattr(args, name), args.ref[0])
             if args.lowercase:
                 hyps, refs = [h.lower() for h in hyps], [r.lower() for r in refs]
             pairs = zip(ribes_tokens(hyps, args.tokenized_bleu), ribes_tokens(refs, args.tokenized_bleu))

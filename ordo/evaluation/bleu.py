@@ -6,6 +6,11 @@ The reported scores come from sacreBLEU (Post, 2018, "A Call for Clarity in Repo
 WMT) on detokenized text, with its signature; chrF is Popović (2015, WMT). ``multi_bleu`` reproduces
 Moses' ``multi-bleu.perl`` on whitespace tokens, for comparison with older papers.
 
+Corpus scores take one reference per sentence or several (the NIST test sets have four): ``refs`` is then a
+list of reference streams, each aligned with the hypotheses, as sacreBLEU takes them. With several, an n-gram's
+count is clipped by its largest count in any reference and the brevity penalty uses, per sentence, the
+reference length closest to the hypothesis's (the shorter on a tie), as in sacreBLEU and multi-bleu.perl.
+
 Sufficient statistics (``sentence_stats``) are rows in sacreBLEU's own order::
 
     [hyp_len, ref_len, matches_1..matches_4, totals_1..totals_4]
@@ -33,27 +38,41 @@ MAX_ORDER = 4
 NUM_STATS = 2 + 2 * MAX_ORDER
 """Columns of a sufficient-statistics row: hyp_len, ref_len, 4 match counts, 4 totals."""
 
+References = Sequence[str] | Sequence[Sequence[str]]
+"""One reference per sentence (a list of strings), or several reference streams (a list of such lists)."""
 
-def check_corpus(hyps: Sequence[str], refs: Sequence[str]) -> None:
-    """Reject a hypothesis/reference pair of lists that cannot be scored.
+
+def reference_streams(refs: References) -> list[list[str]]:
+    """``refs`` as sacreBLEU's list of reference streams: one stream when ``refs`` is a list of strings."""
+    if all(isinstance(ref, str) for ref in refs):
+        return [[str(ref) for ref in refs]]
+    return [list(stream) for stream in refs]
+
+
+def check_corpus(hyps: Sequence[str], refs: References) -> None:
+    """Reject hypotheses and references (one per sentence, or several streams) that cannot be scored.
 
     Raises:
-        InputError: when the lists differ in length or are empty.
+        InputError: when a reference stream's length differs from the hypotheses', or there are none.
     """
-    if len(hyps) != len(refs):
-        raise InputError(f"{len(hyps)} hypotheses but {len(refs)} references")
+    streams = reference_streams(refs)
+    for number, stream in enumerate(streams, 1):
+        if len(hyps) != len(stream):
+            where = f" in reference {number} of {len(streams)}" if len(streams) > 1 else ""
+            raise InputError(f"{len(hyps)} hypotheses but {len(stream)} references{where}")
     if not hyps:
         raise InputError("no sentences to score")
 
 
 def corpus_scores(
-    hyps: Sequence[str], refs: Sequence[str], tokenized_bleu: bool = False, lowercase: bool = False
+    hyps: Sequence[str], refs: References, tokenized_bleu: bool = False, lowercase: bool = False
 ) -> dict[str, float | str]:
     """sacreBLEU BLEU and chrF of detokenized text, and optionally multi-bleu.perl's BLEU.
 
     Args:
         hyps: system outputs, one detokenized sentence each.
-        refs: references, aligned with ``hyps``.
+        refs: references aligned with ``hyps``, or several reference streams, each aligned with ``hyps``
+            (sacreBLEU's ``nrefs`` in the signatures).
         tokenized_bleu: also compute ``tok_bleu`` with :func:`multi_bleu` on whitespace tokens.
         lowercase: case-insensitive scores (recorded in the signatures as ``case:lc``).
 
@@ -67,15 +86,16 @@ def corpus_scores(
         InputError: when the lists differ in length or are empty.
     """
     check_corpus(hyps, refs)
+    streams = reference_streams(refs)
     bleu, chrf = BLEU(lowercase=lowercase, force=tokenized_bleu), CHRF(lowercase=lowercase)
     scores: dict[str, float | str] = {
-        "bleu": bleu.corpus_score(list(hyps), [list(refs)]).score,
-        "chrf": chrf.corpus_score(list(hyps), [list(refs)]).score,
+        "bleu": bleu.corpus_score(list(hyps), streams).score,
+        "chrf": chrf.corpus_score(list(hyps), streams).score,
         "bleu_signature": bleu.get_signature().format(),
         "chrf_signature": chrf.get_signature().format(),
     }
     if tokenized_bleu:
-        scores["tok_bleu"] = multi_bleu(hyps, refs, lowercase=lowercase)
+        scores["tok_bleu"] = multi_bleu(hyps, streams, lowercase=lowercase)
     return scores
 
 
@@ -89,48 +109,59 @@ def _ngram_counts(tokens: Sequence[str], order: int) -> Counter[tuple[str, ...]]
     return Counter(tuple(tokens[i : i + order]) for i in range(len(tokens) - order + 1))
 
 
-def _multi_bleu_counts(hyps: Sequence[str], refs: Sequence[str], lowercase: bool) -> tuple[
+def _closest_length(hyp_len: int, ref_lens: Sequence[int]) -> int:
+    """The reference length closest to ``hyp_len``, the shorter on a tie (multi-bleu.perl, sacreBLEU)."""
+    return min(ref_lens, key=lambda length: (abs(length - hyp_len), length))
+
+
+def _multi_bleu_counts(hyps: Sequence[str], streams: Sequence[Sequence[str]], lowercase: bool) -> tuple[
     list[int], list[int], int, int
 ]:
-    """Corpus-summed clipped matches and totals for n = 1..4, hypothesis and reference lengths.
+    """Corpus-summed clipped matches and totals for n = 1..4, hypothesis and effective reference lengths.
 
-    Tokens are ``str.split()`` of each line, as Perl's ``split`` in multi-bleu.perl.
+    Tokens are ``str.split()`` of each line, as Perl's ``split`` in multi-bleu.perl. With several references
+    an n-gram is clipped by its largest count in any of them, and the reference length is the closest one.
     """
     matches, totals = [0] * MAX_ORDER, [0] * MAX_ORDER
     hyp_len = ref_len = 0
-    for hyp, ref in zip(hyps, refs):
+    for hyp, *refs in zip(hyps, *streams):
         if lowercase:
-            hyp, ref = hyp.lower(), ref.lower()
-        hyp_tokens, ref_tokens = hyp.split(), ref.split()
+            hyp, refs = hyp.lower(), [ref.lower() for ref in refs]
+        hyp_tokens, ref_tokens = hyp.split(), [ref.split() for ref in refs]
         hyp_len += len(hyp_tokens)
-        ref_len += len(ref_tokens)
+        ref_len += _closest_length(len(hyp_tokens), [len(tokens) for tokens in ref_tokens])
         for order in range(1, MAX_ORDER + 1):
-            hyp_ngrams, ref_ngrams = _ngram_counts(hyp_tokens, order), _ngram_counts(ref_tokens, order)
+            hyp_ngrams = _ngram_counts(hyp_tokens, order)
+            ref_ngrams: Counter[tuple[str, ...]] = Counter()
+            for tokens in ref_tokens:
+                ref_ngrams |= _ngram_counts(tokens, order)  # the largest count in any reference
             totals[order - 1] += sum(hyp_ngrams.values())
             matches[order - 1] += sum(min(count, ref_ngrams[ngram]) for ngram, count in hyp_ngrams.items())
     return matches, totals, hyp_len, ref_len
 
 
-def multi_bleu(hyps: Sequence[str], refs: Sequence[str], lowercase: bool = False) -> float:
-    """BLEU exactly as Moses' ``multi-bleu.perl`` computes it (single reference), on the 0-100 scale.
+def multi_bleu(hyps: Sequence[str], refs: References, lowercase: bool = False) -> float:
+    """BLEU exactly as Moses' ``multi-bleu.perl`` computes it, on the 0-100 scale.
 
     Whitespace tokens, case-sensitive unless ``lowercase`` (the script's ``-lc``), n-gram counts
     clipped by the reference counts and summed over the corpus, geometric mean of the four
     precisions, and the corpus-level brevity penalty ``BP = exp(1 - r/c)`` if ``c < r``
-    (Papineni et al., 2002, §2.1-2.2). As in the script, the score is 0 when any n-gram precision
-    is zero (no smoothing), and 0 when the reference is empty. Where the script dies on an empty
-    hypothesis (division by zero), this returns 0.
+    (Papineni et al., 2002, §2.1-2.2). With several references (the script's ``ref0 ref1 ...``) each
+    n-gram is clipped by its largest count in any reference and ``r`` sums, per sentence, the reference
+    length closest to the hypothesis's, the shorter on a tie. As in the script, the score is 0 when any
+    n-gram precision is zero (no smoothing), and 0 when the reference is empty. Where the script dies on an
+    empty hypothesis (division by zero), this returns 0.
 
     Args:
         hyps: tokenized system outputs.
-        refs: tokenized references, aligned with ``hyps``.
+        refs: tokenized references aligned with ``hyps``, or several reference streams.
         lowercase: lowercase both sides first.
 
     Raises:
-        InputError: when the lists differ in length or are empty.
+        InputError: when a reference stream's length differs from the hypotheses', or there are none.
     """
     check_corpus(hyps, refs)
-    matches, totals, hyp_len, ref_len = _multi_bleu_counts(hyps, refs, lowercase)
+    matches, totals, hyp_len, ref_len = _multi_bleu_counts(hyps, reference_streams(refs), lowercase)
     if ref_len == 0 or hyp_len == 0 or 0 in matches:
         return 0.0
     log_precision = sum(math.log(m / t) for m, t in zip(matches, totals)) / MAX_ORDER
@@ -191,13 +222,33 @@ def read_hyp_ref(hyp_path: str | Path, ref_path: str | Path) -> tuple[list[str],
     return hyps, refs
 
 
-def score_files(
-    hyp_path: str | Path, ref_path: str | Path, tokenized_bleu: bool = False, lowercase: bool = False
-) -> dict[str, float | str]:
-    """:func:`corpus_scores` of a hypothesis file against a reference file (plain or ``.gz``).
+def read_hyp_refs(hyp_path: str | Path, ref_paths: Sequence[str | Path]) -> tuple[list[str], list[list[str]]]:
+    """Lines of a hypothesis file and of each of its reference files (one stream per file, in order).
 
     Raises:
-        InputError: naming both files when their line counts differ or they are empty.
+        InputError: naming the files when there is no reference file, a reference file is missing, its line
+            count differs from the hypothesis file's, or the files are empty.
     """
-    hyps, refs = read_hyp_ref(hyp_path, ref_path)
-    return corpus_scores(hyps, refs, tokenized_bleu=tokenized_bleu, lowercase=lowercase)
+    if not ref_paths:
+        raise InputError(f"{hyp_path}: no reference file to score it against")
+    streams = []
+    for ref_path in ref_paths:
+        hyps, refs = read_hyp_ref(hyp_path, ref_path)
+        streams.append(refs)
+    return hyps, streams
+
+
+def score_files(
+    hyp_path: str | Path, ref_path: str | Path | Sequence[str | Path], tokenized_bleu: bool = False,
+    lowercase: bool = False,
+) -> dict[str, float | str]:
+    """:func:`corpus_scores` of a hypothesis file against a reference file, or against several reference files
+    (e.g. the four of a NIST test set), each plain or ``.gz``.
+
+    Raises:
+        InputError: naming the files when a line count differs from the hypothesis file's, a file is missing,
+            or they are empty.
+    """
+    ref_paths = [ref_path] if isinstance(ref_path, str | Path) else list(ref_path)
+    hyps, streams = read_hyp_refs(hyp_path, ref_paths)
+    return corpus_scores(hyps, streams, tokenized_bleu=tokenized_bleu, lowercase=lowercase)
