@@ -74,10 +74,13 @@ def epoch_batches(
     return [batches[i] for i in rng.permutation(len(batches))]
 
 
-def pad_rows(rows: Sequence[np.ndarray], prefix: int | None = None, suffix: int | None = None) -> torch.Tensor:
-    """Stack int rows into (B, L) padded with PAD_ID, adding an optional first and last token to each."""
+def pad_rows(
+    rows: Sequence[np.ndarray], prefix: int | None = None, suffix: int | None = None, multiple: int = 1
+) -> torch.Tensor:
+    """Stack int rows into (B, L) padded with PAD_ID, adding an optional first and last token to each; L is
+    rounded up to a multiple of ``multiple``."""
     extra = (prefix is not None) + (suffix is not None)
-    width = max(len(r) for r in rows) + extra
+    width = -(-(max(len(r) for r in rows) + extra) // multiple) * multiple
     out = np.full((len(rows), width), PAD_ID, dtype=np.int64)
     for i, row in enumerate(rows):
         start = 1 if prefix is not None else 0
@@ -94,16 +97,19 @@ def collate(
     src_rows: Sequence[np.ndarray],
     tgt_rows: Sequence[np.ndarray] | None = None,
     field_rows: Mapping[str, Sequence[np.ndarray]] | None = None,
+    pad_multiple: int = 1,
 ) -> Batch:
     """Build a :class:`Batch`: source = pieces + EOS; tgt_in = BOS + pieces; tgt_out = pieces + EOS.
 
-    Per-token fields are padded like the source, with 0 at the EOS slot and at padding.
+    Per-token fields are padded like the source, with 0 at the EOS slot and at padding. Both sides' lengths are
+    rounded up to a multiple of ``pad_multiple`` (``train.pad_multiple``: batch shapes repeat, as CUDA graphs
+    want); the extra positions are padding, which attention masks and the loss skips.
     """
-    src_tokens = pad_rows(src_rows, suffix=EOS_ID)  # (B, S)
+    src_tokens = pad_rows(src_rows, suffix=EOS_ID, multiple=pad_multiple)  # (B, S)
     src_lengths = torch.tensor([len(r) + 1 for r in src_rows], dtype=torch.long)
     tgt_in = tgt_out = None
     if tgt_rows is not None:
-        tgt_in = pad_rows(tgt_rows, prefix=BOS_ID)  # (B, T)
-        tgt_out = pad_rows(tgt_rows, suffix=EOS_ID)  # (B, T)
-    fields = {name: pad_rows(rows, suffix=0) for name, rows in (field_rows or {}).items()}
+        tgt_in = pad_rows(tgt_rows, prefix=BOS_ID, multiple=pad_multiple)  # (B, T)
+        tgt_out = pad_rows(tgt_rows, suffix=EOS_ID, multiple=pad_multiple)  # (B, T)
+    fields = {name: pad_rows(rows, suffix=0, multiple=pad_multiple) for name, rows in (field_rows or {}).items()}
     return Batch(src_tokens, src_lengths, torch.from_numpy(np.asarray(indices, dtype=np.int64)), tgt_in, tgt_out, fields)

@@ -239,7 +239,7 @@ class Trainer:
         src = [data.src[i] for i in indices]
         tgt = [data.tgt[i] for i in indices]
         fields = {name: [data.fields[name][i] for i in indices] for name in self.fields}
-        return collate(indices, src, tgt, fields)
+        return collate(indices, src, tgt, fields, self.tcfg.pad_multiple)
 
     def make_batch(self, data: ParallelData, indices: np.ndarray) -> Batch:
         """:meth:`host_batch` on the training device."""

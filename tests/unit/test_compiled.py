@@ -1,8 +1,10 @@
 """The compiled training step (train.compile, ordo.training.compiled): the eager step's loss and gradients, in one
-graph, and the dense loss it uses equal to the chunked one."""
+graph, and the dense loss it uses equal to the chunked one; batches padded to a multiple (train.pad_multiple, for
+shapes that repeat) train as the unpadded ones."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 from torch._dynamo.utils import counters
@@ -10,6 +12,7 @@ from torch._dynamo.utils import counters
 from ordo.build import build_model
 from ordo.config import load_config
 from ordo.data.batch import PAD_ID, Batch
+from ordo.data.batching import collate
 from ordo.losses import dense_output_nll, output_nll
 from ordo.training.compiled import forward_losses
 
@@ -105,3 +108,17 @@ def test_on_a_gpu_a_compiled_bf16_step_gives_the_eager_loss_and_gradients() -> N
         results[mode] = [loss.detach().float(), *(p.grad.float() for p in model.parameters())]
     for expected, got in zip(results["off"], results["default"]):
         torch.testing.assert_close(got, expected, rtol=2e-2, atol=2e-3)  # bf16 products: ~3 significant digits
+
+
+def test_lengths_padded_to_a_multiple_give_the_same_loss_and_gradients() -> None:
+    generator = torch.Generator().manual_seed(3)
+    src = [torch.randint(4, VOCAB, (n,), generator=generator).numpy() for n in (5, 9, 3)]
+    tgt = [torch.randint(4, VOCAB, (n,), generator=generator).numpy() for n in (6, 4, 7)]
+    results = []
+    for multiple in (1, 8):
+        batch = collate(np.arange(3), src, tgt, pad_multiple=multiple)
+        results.append(losses_and_grads("off", [batch])[0])
+        if multiple == 8:
+            assert batch.src_tokens.shape == (3, 16) and batch.tgt_in.shape == (3, 8)  # 9 + EOS, 7 + BOS
+    for plain, padded in zip(*results):
+        torch.testing.assert_close(padded, plain, rtol=1e-5, atol=1e-6)
