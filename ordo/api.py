@@ -26,6 +26,7 @@ from torch import nn
 from tqdm import tqdm
 
 from ordo.build import BuiltModel, build_model, count_parameters
+from ordo.checkpoint import BEST_NAME, average_checkpoints, load_checkpoint, save_checkpoint, step_checkpoints
 from ordo.config import ExperimentConfig, build_config, replace_checked, save_config
 from ordo.data.corpus import LATTICE_DIR, META_NAME, DataMeta, load_vocabs
 from ordo.data.lattice.corpus import LatticeEncoder
@@ -35,14 +36,8 @@ from ordo.data.vocab import TokenVocab, Vocab, load_vocab
 from ordo.decoding.search import Hypothesis
 from ordo.decoding.translator import translate_rows
 from ordo.detail import Candidate, ForcedPass, TranslationDetail, describe, forced_passes
+from ordo.device import resolve_device
 from ordo.errors import CheckpointError, ConfigError, TrainingInterrupted
-from ordo.training.checkpoint import (
-    BEST_NAME,
-    average_checkpoints,
-    load_checkpoint,
-    save_checkpoint,
-    step_checkpoints,
-)
 
 if TYPE_CHECKING:
     from ordo.training.trainer import Progress
@@ -285,8 +280,6 @@ def load_run(run_dir: str | Path, checkpoint: str = "best", device: str = "auto"
     With ``int8`` the model's projections are dynamically quantized to int8 for CPU translation
     (:func:`ordo.decoding.quantize.quantize_int8`); ``device`` must then resolve to the CPU.
     """
-    from ordo.training.distributed import resolve_device
-
     run_dir = Path(run_dir)
     config_path = run_dir / "config.yaml"
     if not config_path.exists():

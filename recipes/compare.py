@@ -34,10 +34,10 @@ import yaml
 
 from ordo import api
 from ordo.analysis.report import length_report, robustness_report, sweep_report, systems_report
+from ordo.checkpoint import step_checkpoints
 from ordo.cli import main as ordo
 from ordo.config import ExperimentConfig, build_config, merge, parse_overrides
 from ordo.data.textio import atomic_write, read_lines, read_yaml
-from ordo.training.checkpoint import step_checkpoints
 
 RECIPES = Path(__file__).resolve().parent
 ROOT = RECIPES.parent

@@ -48,12 +48,12 @@ from verdicts import read_claims, seeds_of, split_seed, suite_folder, write_tabl
 from ordo import api, gemm
 from ordo.analysis.systems import training_figures
 from ordo.build import count_parameters
+from ordo.checkpoint import load_checkpoint
 from ordo.cli import main as ordo
 from ordo.config import merge, parse_overrides
 from ordo.data.textio import atomic_write, read_lines, read_yaml
+from ordo.device import resolve_device
 from ordo.precision import amp_dtype
-from ordo.training.checkpoint import load_checkpoint
-from ordo.training.distributed import resolve_device
 
 HYPS = ROOT / "bench" / "hyps"
 VALID_LINE = re.compile(r"valid \| update (\d+) \| loss ([0-9.]+)")

@@ -52,8 +52,8 @@ def train_tiny_steps(data: Path, run: Path, steps: int, *overrides: str) -> list
     """Train a tiny model (TINY_TRAIN) on ``data`` into ``run`` for ``steps`` updates, validated three times,
     with extra ``--set`` overrides; returns the validation losses."""
     from ordo import api
+    from ordo.checkpoint import load_checkpoint, step_checkpoints
     from ordo.config import load_config
-    from ordo.training.checkpoint import load_checkpoint, step_checkpoints
 
     cfg = load_config(None, [f"data={data}", *TINY_TRAIN, f"train.max_steps={steps}",
                              f"train.valid_every={steps // 3}", "train.keep_last=3", *overrides])

@@ -16,9 +16,9 @@ import argparse
 from pathlib import Path
 
 from ordo import api
+from ordo.checkpoint import load_checkpoint, step_checkpoints
 from ordo.data.textio import read_lines
 from ordo.evaluation.bleu import corpus_scores
-from ordo.training.checkpoint import load_checkpoint, step_checkpoints
 
 
 def parse_args() -> argparse.Namespace:

@@ -11,10 +11,10 @@ from pathlib import Path
 
 from ordo.api import LoadedRun, load_run
 from ordo.build import count_parameters
+from ordo.checkpoint import load_checkpoint, step_checkpoints
 from ordo.evaluation.bleu import corpus_scores
 from ordo.evaluation.seeds import bleu_metric as seed_bleu_metric
 from ordo.evaluation.significance import sign_test
-from ordo.training.checkpoint import load_checkpoint, step_checkpoints
 
 Metric = Callable[[list[str], list[str]], float]
 

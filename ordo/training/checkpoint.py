@@ -1,35 +1,16 @@
-"""Checkpoints: atomic writes, safe loading (``weights_only=True``), rotation and averaging."""
+"""Training's housekeeping of its checkpoint folder: rotation (the newest ``keep_last``, evenly spaced for
+averaging) and the temporary files of saves a kill interrupted. The checkpoint files themselves (saving,
+loading, averaging) are :mod:`ordo.checkpoint`."""
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any
 
-import torch
+from ordo.checkpoint import STEP_PATTERN, step_checkpoints
 
-from ordo.data.textio import atomic_write
-from ordo.errors import CheckpointError
-
-STEP_PATTERN = re.compile(r"^step_(\d+)\.pt$")
-TEMP_PATTERN = re.compile(r"^\.(step_\d+|best)\.pt\.\w+\.tmp$")  # atomic_write's temporary files of the above
-BEST_NAME = "best.pt"
-
-
-def save_checkpoint(state: dict[str, Any], path: str | Path) -> None:
-    """``torch.save`` through :func:`atomic_write`: an interrupted save leaves the previous ``path`` intact,
-    and a finished one is on disk (file and folder flushed) before this returns.
-
-    Raises:
-        CheckpointError: naming ``path`` and the reason when the save fails (a full disk); no temporary file
-        is left behind.
-    """
-    try:
-        with atomic_write(path, "wb") as handle:
-            torch.save(state, handle)  # to a Python file: a failed write is an OSError with its errno
-    except OSError as err:
-        reason = err.strerror or str(err)
-        raise CheckpointError(f"{path}: cannot save checkpoint ({reason})") from None
+# the temporary files that atomic_write (ordo.data.textio) leaves when a save of step_N.pt or best.pt is killed
+TEMP_PATTERN = re.compile(r"^\.(step_\d+|best)\.pt\.\w+\.tmp$")
 
 
 def remove_stale_temporaries(directory: str | Path) -> list[Path]:
@@ -44,33 +25,6 @@ def remove_stale_temporaries(directory: str | Path) -> list[Path]:
     return stale
 
 
-def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") -> dict[str, Any]:
-    """Load a checkpoint with ``weights_only=True``.
-
-    Raises:
-        CheckpointError: naming the file when it is missing, truncated or not an ordo checkpoint.
-    """
-    path = Path(path)
-    if not path.is_file():
-        raise CheckpointError(f"{path}: no such checkpoint")
-    try:
-        state = torch.load(path, map_location=map_location, weights_only=True)
-    except Exception as err:  # noqa: BLE001 -- torch raises many types for a corrupt file
-        raise CheckpointError(f"{path}: cannot read checkpoint ({type(err).__name__}: {err})") from None
-    if not isinstance(state, dict) or "model" not in state:
-        raise CheckpointError(f"{path}: not an ordo checkpoint (no model weights)")
-    return state
-
-
-def step_checkpoints(directory: str | Path) -> list[Path]:
-    """Periodic checkpoints ``step_N.pt`` in ``directory``, oldest first."""
-    directory = Path(directory)
-    if not directory.is_dir():
-        return []
-    found = [(int(m.group(1)), p) for p in directory.iterdir() if (m := STEP_PATTERN.match(p.name))]
-    return [p for _, p in sorted(found)]
-
-
 def prune_checkpoints(directory: str | Path, keep_last: int, every: int = 1) -> None:
     """Delete the checkpoints before the newest whose update is not a multiple of ``every`` (saved when a
     signal stopped the run), so that the kept ones stay evenly spaced for averaging; then all but the newest
@@ -81,25 +35,3 @@ def prune_checkpoints(directory: str | Path, keep_last: int, every: int = 1) -> 
             path.unlink()
     for path in step_checkpoints(directory)[:-keep_last] if keep_last > 0 else []:
         path.unlink()
-
-
-def average_checkpoints(paths: list[Path]) -> dict[str, torch.Tensor]:
-    """Element-wise mean of the model weights of ``paths`` (Vaswani et al. 2017, §6.1: last 5 averaged).
-
-    Raises:
-        CheckpointError: if the checkpoints do not hold the same parameters.
-    """
-    if not paths:
-        raise CheckpointError("no checkpoints to average")
-    first = load_checkpoint(paths[0])["model"]
-    total = {name: t.double() if t.is_floating_point() else t for name, t in first.items()}
-    for path in paths[1:]:
-        weights = load_checkpoint(path)["model"]
-        if weights.keys() != total.keys():
-            raise CheckpointError(f"{path}: parameters differ from {paths[0]}")
-        for name, tensor in weights.items():
-            if tensor.is_floating_point():
-                total[name] += tensor.double()
-    return {
-        name: (t / len(paths)).to(first[name].dtype) if t.is_floating_point() else t for name, t in total.items()
-    }

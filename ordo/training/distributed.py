@@ -15,14 +15,7 @@ import torch
 import torch.distributed as torch_dist
 from torch import nn
 
-
-def resolve_device(setting: str, local_rank: int = 0) -> torch.device:
-    """``auto`` picks CUDA (this process's local GPU) when available, else the CPU."""
-    if setting == "auto":
-        setting = "cuda" if torch.cuda.is_available() else "cpu"
-    if setting == "cuda":
-        return torch.device("cuda", local_rank)
-    return torch.device(setting)
+from ordo.device import resolve_device
 
 
 class DistributedContext:

@@ -25,6 +25,7 @@ import torch
 from torch import nn
 from tqdm import tqdm
 
+from ordo.checkpoint import BEST_NAME, load_checkpoint, save_checkpoint, step_checkpoints
 from ordo.config import ExperimentConfig, to_dict
 from ordo.data.batch import Batch
 from ordo.data.batching import collate, epoch_batches
@@ -37,14 +38,7 @@ from ordo.evaluation.bleu import corpus_scores
 from ordo.gemm import cpu_gemm
 from ordo.losses import AuxLoss, output_nll
 from ordo.precision import amp_dtype, autocast
-from ordo.training.checkpoint import (
-    BEST_NAME,
-    load_checkpoint,
-    prune_checkpoints,
-    remove_stale_temporaries,
-    save_checkpoint,
-    step_checkpoints,
-)
+from ordo.training.checkpoint import prune_checkpoints, remove_stale_temporaries
 from ordo.training.compiled import forward_losses
 from ordo.training.distributed import DistributedContext
 from ordo.training.interrupt import StopSignals

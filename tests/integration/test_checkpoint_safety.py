@@ -15,11 +15,11 @@ import torch
 from test_distributed import free_port
 
 from ordo import api
+from ordo.checkpoint import load_checkpoint, step_checkpoints
 from ordo.cli import main
 from ordo.config import load_config
 from ordo.data.corpus import DataMeta
 from ordo.errors import CheckpointError
-from ordo.training.checkpoint import load_checkpoint, step_checkpoints
 from ordo.training.distributed import DistributedContext
 from ordo.training.trainer import Trainer
 

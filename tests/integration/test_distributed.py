@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from ordo.training.checkpoint import load_checkpoint, step_checkpoints
+from ordo.checkpoint import load_checkpoint, step_checkpoints
 
 COMMON = ["--preset", "tiny", "--set", "model.d_model=32", "--set", "model.ffn_dim=64", "--set", "model.dropout=0",
           "--set", "train.max_tokens=300", "--set", "train.warmup_steps=5", "--set", "train.lr=2e-3",

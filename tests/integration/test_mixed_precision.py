@@ -54,7 +54,7 @@ def test_translate_amp_bf16_stays_close_to_float32(trained_run, small_data, tmp_
 
 @cuda
 def test_training_on_cuda_in_bf16_lowers_the_loss(cuda_run):
-    from ordo.training.checkpoint import load_checkpoint, step_checkpoints
+    from ordo.checkpoint import load_checkpoint, step_checkpoints
 
     losses = [load_checkpoint(p)["valid"]["loss"] for p in step_checkpoints(cuda_run / "checkpoints")]
     assert len(losses) == 2 and losses[1] < losses[0] < 5.5

@@ -9,12 +9,12 @@ import pytest
 import torch
 
 from ordo import api
+from ordo.checkpoint import load_checkpoint, step_checkpoints
 from ordo.config import load_config
 from ordo.data.corpus import DataMeta
 from ordo.errors import CheckpointError, ConfigError, InputError
 from ordo.losses import AuxLoss
 from ordo.methods import METHODS, Method
-from ordo.training.checkpoint import load_checkpoint, step_checkpoints
 
 TINY = ["model.preset=tiny", "model.d_model=32", "model.ffn_dim=64", "train.max_tokens=400", "train.warmup_steps=20",
         "train.lr=3e-3", "train.progress=false", "train.valid_bleu=false", "train.threads=2"]

@@ -6,11 +6,11 @@ from model_helpers import tiny, toy_batch
 
 from ordo import api
 from ordo.build import build_model
+from ordo.checkpoint import step_checkpoints
 from ordo.config import load_config
 from ordo.decoding.search import beam_search, greedy_search
 from ordo.errors import CheckpointError, ConfigError
 from ordo.methods.distortion import DistortionAttention, shift_alignments
-from ordo.training.checkpoint import step_checkpoints
 
 RNN_TINY = ["model.preset=rnn-tiny", "model.d_model=32", "model.embed_dim=32"]  # conftest's rnn_run
 

@@ -150,7 +150,7 @@ def test_prepare_stores_target_order_positions_that_are_permutations(aligned_dat
 @pytest.mark.parametrize("method", ["exgre", "refsr"])
 def test_trains_on_a_tiny_task_and_with_the_soft_window_the_reordering_loss_falls(method, aligned_data, tmp_path):
     from ordo import api
-    from ordo.training.checkpoint import load_checkpoint, step_checkpoints
+    from ordo.checkpoint import load_checkpoint, step_checkpoints
 
     tiny_train = ["model.preset=tiny", "model.d_model=32", "model.ffn_dim=64", "train.max_tokens=400",
                   "train.warmup_steps=20", "train.lr=3e-3", "train.progress=false", "train.valid_bleu=false",

@@ -161,7 +161,7 @@ def lattice_data(tmp_path_factory) -> Path:
 
 def train_lattice_run(data: Path, run: Path, steps: int, *overrides: str) -> list[float]:
     """Train a tiny model on ``data``; returns the validation losses of its checkpoints."""
-    from ordo.training.checkpoint import load_checkpoint, step_checkpoints
+    from ordo.checkpoint import load_checkpoint, step_checkpoints
 
     cfg = load_config(None, [f"data={data}", *LATTICE_TRAIN, f"train.max_steps={steps}",
                              f"train.valid_every={max(steps // 3, 1)}", "train.keep_last=3", *overrides])

@@ -6,14 +6,9 @@ import os
 import pytest
 import torch
 
+from ordo.checkpoint import load_checkpoint, save_checkpoint, step_checkpoints
 from ordo.errors import CheckpointError
-from ordo.training.checkpoint import (
-    load_checkpoint,
-    prune_checkpoints,
-    remove_stale_temporaries,
-    save_checkpoint,
-    step_checkpoints,
-)
+from ordo.training.checkpoint import prune_checkpoints, remove_stale_temporaries
 
 
 def test_save_flushes_the_file_before_the_rename_and_the_folder_after(tmp_path, fsync_events):

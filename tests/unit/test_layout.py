@@ -1,9 +1,12 @@
 """The package layout: no import cycle among the parts of any package of ordo/ (issue 27), lazy imports
-inside functions included; the data side imports nothing above it."""
+inside functions included; the data side imports nothing above it; loading a run for translation imports
+nothing from ordo.training (issue 42)."""
 
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from collections import defaultdict
 from pathlib import Path
 
@@ -92,3 +95,70 @@ def test_the_data_side_imports_no_model_method_or_training_code():
     data = {name: sorted(t for t in targets if t.startswith(upward))
             for name, targets in ordo_modules().items() if name.startswith("ordo.data")}
     assert {name: targets for name, targets in data.items() if targets} == {}
+
+
+def translation_imports(path: Path, names: set[str]) -> set[str]:
+    """The ``ordo.*`` names the module at ``path`` imports when it is imported (its top-level statements, but
+    not what an ``if TYPE_CHECKING:`` block imports for annotations) and when its top-level functions or
+    classes ``names`` run."""
+    found: set[str] = set()
+    for node in ast.parse(path.read_text(encoding="utf-8")).body:
+        if isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING":
+            continue
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.name not in names:
+            continue
+        module = ast.Module(body=[node], type_ignores=[])
+        for inner in ast.walk(module):
+            if isinstance(inner, ast.ImportFrom) and inner.module and inner.level == 0:
+                found |= {inner.module} | {f"{inner.module}.{alias.name}" for alias in inner.names}
+            elif isinstance(inner, ast.Import):
+                found |= {alias.name for alias in inner.names}
+    return {name for name in found if name.startswith("ordo.")}
+
+
+def import_closure(start: set[str], modules: dict[str, set[str]]) -> set[str]:
+    """Every module of ``modules`` that importing ``start`` may load: the packages above each module
+    imported, and what each module loaded imports at any depth (lazy imports too, so that no code path of
+    what is reached escapes)."""
+
+    def with_packages(name: str) -> set[str]:
+        parts = name.split(".")
+        return {".".join(parts[:end]) for end in range(1, len(parts) + 1)} & modules.keys()
+
+    reached: set[str] = set()
+    todo = [module for name in start for module in with_packages(name)]
+    while todo:
+        module = todo.pop()
+        if module not in reached:
+            reached.add(module)
+            todo += [found for name in modules[module] for found in with_packages(name)]
+    return reached
+
+
+def test_loading_a_run_for_translation_reaches_no_training_module():
+    start = translation_imports(ROOT / "api.py", {"load_run", "LoadedRun"})
+    reached = import_closure(start, ordo_modules())
+    assert "ordo.decoding.translator" in reached and "ordo.checkpoint" in reached
+    assert sorted(name for name in reached if name.startswith("ordo.training")) == []
+
+
+def test_the_closure_follows_lazy_imports_and_skips_annotations_and_other_functions(tmp_path):
+    source = tmp_path / "api.py"
+    source.write_text("from typing import TYPE_CHECKING\nfrom ordo.a import f\nif TYPE_CHECKING:\n"
+                      "    from ordo.training.trainer import Progress\n"
+                      "def train():\n    from ordo.training.trainer import Trainer\n"
+                      "def load_run():\n    from ordo.c import g\n", encoding="utf-8")
+    assert translation_imports(source, {"load_run"}) == {"ordo.a", "ordo.a.f", "ordo.c", "ordo.c.g"}
+    modules = {"ordo": set(), "ordo.a": set(), "ordo.c": {"ordo.d"}, "ordo.d": {"ordo.training.optim.set_lr"},
+               "ordo.training": set(), "ordo.training.optim": set(), "ordo.training.trainer": set()}
+    assert import_closure({"ordo.a.f"}, modules) == {"ordo", "ordo.a"}
+    assert import_closure({"ordo.c.g"}, modules) == {"ordo", "ordo.c", "ordo.d", "ordo.training",
+                                                     "ordo.training.optim"}
+
+
+def test_a_process_that_loads_a_run_and_translates_has_loaded_no_training_module(trained_run):
+    script = ("import sys\nfrom ordo import api\nrun = api.load_run(sys.argv[1], 'last')\nrun.translate(['a b c'])\n"
+              "print(sorted(name for name in sys.modules if name.startswith('ordo.training')))")
+    done = subprocess.run([sys.executable, "-c", script, str(trained_run)], capture_output=True, text=True,
+                          check=True)
+    assert done.stdout.strip() == "[]"
