@@ -2,9 +2,10 @@
 # The GPU check of ordo, device side (stage it first: bench/gpu/stage.sh says how to call it). Parts, by PARTS:
 #   tests   the tests that need CUDA: a compiled bf16 step against the eager one, a compiled run's exact resume,
 #           bf16 training and translation (pytest, those that skip without a GPU)
-#   speed   target tokens/s of ordo eager, ordo compiled (train.compile default) and fairseq 0.12 --fp16 in the
-#           same call, on the same pieces and batches: the base preset at 25,000 tokens with 32k BPE pieces,
-#           and the small preset at the Multi30k recipe's shape; MFU against the rated bf16 peak; peak memory
+#   speed   target tokens/s of ordo eager, ordo compiled (train.compile default; at the base shape also with CUDA
+#           graphs: reduce-overhead over lengths padded to multiples of 8) and fairseq 0.12 --fp16 in the same
+#           call, on the same pieces and batches: the base preset at 25,000 tokens with 32k BPE pieces, and the
+#           small preset at the Multi30k recipe's shape; MFU against the rated bf16 peak; peak memory
 #   profile where an update's time goes, eager and compiled (bench/gpu/profile_step.py)
 #   recipe  recipes/multi30k/train_gpu.yaml for RECIPE_MIN minutes, every checkpoint scored on test2016 (time
 #           to fairseq's 36.60 and to 39.6), the last 4 averaged and scored on test2016 and test2017
@@ -26,7 +27,7 @@ python3 -c "import torch, fairseq; print('torch', torch.__version__, 'fairseq', 
 has() { [[ " $PARTS " == *" $1 "* ]]; }
 fs() { python3 -c "import sys; from fairseq_cli.$1 import cli_main; sys.argv[0] = 'fairseq-$1'; cli_main()" "${@:2}"; }
 ordo_train() {  # NAME DATA [--set ...]: a fixed number of updates, no checkpoints worth keeping
-  timeout 300 python3 -m ordo train recipes/multi30k/train.yaml --data "$2" --out "$W/$1" --set train.progress=false \
+  timeout 200 python3 -m ordo train recipes/multi30k/train.yaml --data "$2" --out "$W/$1" --set train.progress=false \
     --set train.valid_bleu=false --set train.valid_every=100000 --set train.log_every=20 --set train.threads=4 \
     "${@:3}" > "$OUT/$1.log" 2>&1 || log "$1 failed: $(tail -3 "$OUT/$1.log")"
 }
@@ -54,7 +55,7 @@ FS_SMALL="--arch transformer --encoder-embed-dim 256 --decoder-embed-dim 256 --e
 fairseq_train() {  # NAME DATA UPDATES [fairseq flags]
   fairseq_data "$2"
   # shellcheck disable=SC2086
-  timeout 300 fs train "$W/bin_$(basename "$2")" $FS_COMMON --max-update "$3" "${@:4}" > "$OUT/$1.log" 2>&1 \
+  timeout 150 fs train "$W/bin_$(basename "$2")" $FS_COMMON --max-update "$3" "${@:4}" > "$OUT/$1.log" 2>&1 \
     || log "$1 failed: $(tail -3 "$OUT/$1.log")"
 }
 
@@ -72,6 +73,7 @@ if has speed; then
   fairseq_train base_fairseq "$G/m30k32k" "$BASE_UPDATES" --arch transformer --dropout 0.1 --lr 7e-4 --warmup-updates 4000 --max-tokens 25000
   ordo_train base_eager "$G/m30k32k" "${BASE[@]}" --set train.compile=off
   ordo_train base_compiled "$G/m30k32k" "${BASE[@]}" --set train.compile=default
+  ordo_train base_graphs "$G/m30k32k" "${BASE[@]}" --set train.compile=reduce-overhead --set train.pad_multiple=8
   log "speed: small preset, the recipe's shape (3,000 tokens, dropout 0.2, 8k pieces), $SMALL_UPDATES updates each"
   fairseq_train small_fairseq "$G/m30k" "$SMALL_UPDATES" $FS_SMALL --dropout 0.2 --lr 1e-3 --warmup-updates 600 --max-tokens 3000
   ordo_train small_eager "$G/m30k" "${SMALL[@]}" --set train.compile=off

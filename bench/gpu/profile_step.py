@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections import defaultdict
 import tempfile
 import time
+from collections import defaultdict
 from pathlib import Path
 
 import torch

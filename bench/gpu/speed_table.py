@@ -1,6 +1,7 @@
 """The speed table of bench/gpu/check.sh: ordo eager, ordo compiled and fairseq on the same GPU, from their logs.
 
-Reads ``OUT/{shape}_{fairseq,eager,compiled}.log`` for the shapes ``base`` and ``small``; each figure is the
+Reads ``OUT/{shape}_{fairseq,eager,compiled,graphs}.log`` for the shapes ``base`` and ``small`` (graphs: compiled
+with CUDA graphs; a missing log is a ``-``); each figure is the
 median of the logged intervals after the first (warm-up, and compilation for the compiled step): ordo's
 ``tgt tok/s``, fairseq's ``wps`` (target tokens per second, on the same pieces and batch size). MFU counts the
 model FLOPs of bench/gpu/flops.py against the rated bf16 peak; peak memory is ordo's largest logged figure.
@@ -55,8 +56,9 @@ def count(x: float | None) -> str:
     return "-" if x is None else f"{x:,.0f}"
 
 
-HEADER = ("| shape | fairseq --fp16 tok/s | ordo eager tok/s | ordo compiled tok/s | compiled / fairseq "
-          "| compiled / eager | MFU eager / compiled | peak MB eager / compiled |")
+MODES = ("eager", "compiled", "graphs")
+HEADER = ("| shape | fairseq --fp16 tok/s | ordo eager / compiled / graphs tok/s | best / fairseq | best / eager "
+          "| MFU eager / compiled / graphs | peak MB eager / compiled / graphs |")
 
 
 def main() -> None:
@@ -65,19 +67,19 @@ def main() -> None:
     parser.add_argument("--data", action="append", default=[], metavar="SHAPE=DIR")
     args = parser.parse_args()
     data = dict(item.split("=", 1) for item in args.data)
-    rows = [HEADER, "|---|" + "---:|" * 7]
+    rows = [HEADER, "|---|" + "---:|" * 6]
     for shape, sets in SHAPES.items():
         fairseq = steady(intervals(args.out / f"{shape}_fairseq.log", r"\bwps=([\d.,]+)"))
-        eager, compiled = (steady(intervals(args.out / f"{shape}_{mode}.log", r"tgt tok/s ([\d.,]+)"))
-                           for mode in ("eager", "compiled"))
+        speeds = [steady(intervals(args.out / f"{shape}_{mode}.log", r"tgt tok/s ([\d.,]+)")) for mode in MODES]
         peaks = [max(intervals(args.out / f"{shape}_{mode}.log", r"peak mem ([\d.,]+) MB"), default=0.0)
-                 for mode in ("eager", "compiled")]
+                 for mode in MODES]
+        best = max((x for x in speeds if x is not None), default=None)
         cfg = load_config(RECIPE, [*sets, f"data={data[shape]}"])
         meta = DataMeta.load(Path(data[shape]))
         per_token = flops_per_target_token(api.build_for_data(cfg, meta).model, cfg, meta, Path(data[shape]))
-        rows.append(f"| {shape} (vocab {meta.tgt_vocab_size:,}) | {count(fairseq)} | {count(eager)} | {count(compiled)} "
-                    f"| {ratio(compiled, fairseq)} | {ratio(compiled, eager)} "
-                    f"| {mfu(eager, per_token)} / {mfu(compiled, per_token)} | {peaks[0]:,.0f} / {peaks[1]:,.0f} |")
+        rows.append(f"| {shape} (vocab {meta.tgt_vocab_size:,}) | {count(fairseq)} | {' / '.join(map(count, speeds))} "
+                    f"| {ratio(best, fairseq)} | {ratio(best, speeds[0])} "
+                    f"| {' / '.join(mfu(x, per_token) for x in speeds)} | {' / '.join(f'{p:,.0f}' for p in peaks)} |")
     print("\n".join(rows))
 
 
