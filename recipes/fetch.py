@@ -45,10 +45,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from iwslt17_talks import is_metadata
+if not __package__:  # run as `python recipes/NAME.py`: the repository root, not recipes/, first on the path
+    sys.path[0] = str(Path(__file__).resolve().parents[1])
 
 from ordo.data.textio import atomic_write, iter_lines, read_yaml
 from ordo.errors import InputError, OrdoError
+from recipes.iwslt17_talks import is_metadata
 
 FORMATS = ("text", "tags", "seg", "fields")
 SEG = re.compile(r"<seg[^>]*>(.*)</seg>")  # as sacreBLEU reads its SGML/XML test sets

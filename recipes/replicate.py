@@ -9,7 +9,8 @@ CPU, threads, precision, the prepared data's hash, dev loss curve). SET names th
 belongs to (:func:`set_name`): the device (a GPU's name, or the CPU's model name, family and model number), the
 CPU threads (not on a GPU) and the precision, e.g. ``cpu-amd-epyc-25-1-t1-fp32`` or ``gpu-nvidia-h200-bf16``.
 A run starts only from a checkout whose ordo/ and recipes/ are committed (:func:`commit_id`) and whose own ordo
-package the process runs (:func:`check_ordo_source`: in a git worktree, with ``PYTHONPATH=WORKTREE``). ``--oracle
+package the process runs (:func:`check_ordo_source`: as ``python recipes/replicate.py`` or ``python -m
+recipes.replicate``, the checkout's root comes first on the path, in a git worktree too). ``--oracle
 trains the suite's systems on the corpus whose every source sentence is put in target order by the prepared
 data's word alignments (paper 000's Figure 2 upper bound), as ``oracle_SYSTEM``.
 
@@ -42,8 +43,9 @@ from pathlib import Path
 
 import torch
 import yaml
-from compare import RECIPES, ROOT, data_folder, folder_lock, prepare, system_entry, train
-from verdicts import read_claims, seeds_of, split_seed, suite_folder, write_tables
+
+if not __package__:  # run as `python recipes/NAME.py`: the repository root, not recipes/, first on the path
+    sys.path[0] = str(Path(__file__).resolve().parents[1])
 
 from ordo import api, gemm
 from ordo.analysis.systems import training_figures
@@ -54,6 +56,8 @@ from ordo.config import merge, parse_overrides
 from ordo.data.textio import atomic_write, read_lines, read_yaml
 from ordo.device import resolve_device
 from ordo.precision import amp_dtype
+from recipes.compare import RECIPES, ROOT, data_folder, folder_lock, prepare, system_entry, train
+from recipes.verdicts import read_claims, seeds_of, split_seed, suite_folder, write_tables
 
 HYPS = ROOT / "bench" / "hyps"
 VALID_LINE = re.compile(r"valid \| update (\d+) \| loss ([0-9.]+)")
@@ -249,6 +253,19 @@ def record(run_dir: Path, settings: dict, sources: list[str], hyps_path: Path, s
 
 
 @dataclass(frozen=True)
+class SuiteRuns:
+    """Where the runs of a suite (a folder of recipes/ with suite.yaml and the configs) train: its corpus folder
+    (None: the suite's, in ../shared/data), work folder (None: work/SUITE), whether on the target-order source
+    corpus (``oracle``) and the CPU threads of each run (None: the suite's train.yaml)."""
+
+    suite: str
+    data_dir: Path | None = None
+    work: Path | None = None
+    oracle: bool = False
+    threads: int | None = None
+
+
+@dataclass(frozen=True)
 class PlannedRun:
     """A ``SYSTEM.seedN`` of a suite as it will run on this machine: its overrides, prepare config, settings
     fixed before training (commit and :func:`machine_settings`), exchangeable set and run folder."""
@@ -263,10 +280,10 @@ class PlannedRun:
     run_dir: Path
 
 
-def plan_run(args: argparse.Namespace, label: str) -> PlannedRun:
-    """How ``label`` of ``args.suite`` runs here; stops for an unknown system or an uncommitted checkout. Its run
+def plan_run(runs: SuiteRuns, label: str) -> PlannedRun:
+    """How ``label`` of ``runs.suite`` runs here; stops for an unknown system or an uncommitted checkout. Its run
     folder, ``WORK/runs/SET/COMMIT/SYSTEM.seedN``, is never resumed on another set or at another commit."""
-    suite = RECIPES / args.suite
+    suite = RECIPES / runs.suite
     systems = read_yaml(suite / "systems.yaml")
     name, seed = split_seed(label)
     if name not in systems:
@@ -275,21 +292,21 @@ def plan_run(args: argparse.Namespace, label: str) -> PlannedRun:
     commit = commit_id()
     prepare_file, overrides = system_entry(name, systems[name])
     overrides = [*overrides, f"train.seed={seed}"]
-    machine = machine_settings(train_settings(suite, overrides, args.threads))
-    work = (args.work or ROOT / "work" / args.suite) / ("oracle" if args.oracle else "")
-    recorded = f"oracle_{name}" if args.oracle else name  # beside the corpus's other systems
+    machine = machine_settings(train_settings(suite, overrides, runs.threads))
+    work = (runs.work or ROOT / "work" / runs.suite) / ("oracle" if runs.oracle else "")
+    recorded = f"oracle_{name}" if runs.oracle else name  # beside the corpus's other systems
     settings = {"system": recorded, "seed": seed, "overrides": overrides, "commit": commit, **machine}
     return PlannedRun(name, seed, recorded, prepare_file, overrides, settings, set_name(machine),
                       work / "runs" / set_name(machine) / commit[:12] / label)
 
 
-def prepared_data(args: argparse.Namespace, spec: dict, prepare_file: str) -> tuple[Path, Path]:
-    """(corpus folder, prepared data folder) of a run of ``args.suite`` with ``prepare_file``, prepared once
-    (``args.oracle``: the target-order source corpus, from the suite's aligned data)."""
-    suite = RECIPES / args.suite
-    work = args.work or ROOT / "work" / args.suite
-    data_dir = args.data_dir or ROOT.parent / "shared" / "data" / spec["corpus"]
-    if args.oracle:
+def prepared_data(runs: SuiteRuns, spec: dict, prepare_file: str) -> tuple[Path, Path]:
+    """(corpus folder, prepared data folder) of a run of ``runs.suite`` with ``prepare_file``, prepared once
+    (``runs.oracle``: the target-order source corpus, from the suite's aligned data)."""
+    suite = RECIPES / runs.suite
+    work = runs.work or ROOT / "work" / runs.suite
+    data_dir = runs.data_dir or ROOT.parent / "shared" / "data" / spec["corpus"]
+    if runs.oracle:
         prepare(suite / "prepare.yaml", spec, data_dir, data_folder(work, "prepare.yaml"))
         data_dir = oracle_corpus(data_folder(work, "prepare.yaml"), spec, work / "oracle_corpus")
         work = work / "oracle"
@@ -298,12 +315,12 @@ def prepared_data(args: argparse.Namespace, spec: dict, prepare_file: str) -> tu
     return data_dir, data
 
 
-def run_system(args: argparse.Namespace, label: str) -> bool:
-    """Train and record one ``SYSTEM.seedN`` of ``args.suite`` (``args.oracle``: on the target-order source
+def run_system(runs: SuiteRuns, label: str) -> bool:
+    """Train and record one ``SYSTEM.seedN`` of ``runs.suite`` (``runs.oracle``: on the target-order source
     corpus) in its set's folder, under a lock beside its run folder; False, doing nothing, when another process
     holds the lock."""
-    spec = read_yaml(RECIPES / args.suite / "suite.yaml")
-    plan = plan_run(args, label)
+    spec = read_yaml(RECIPES / runs.suite / "suite.yaml")
+    plan = plan_run(runs, label)
     with folder_lock(plan.run_dir, wait=False) as held:
         if not held:
             print(f"== {label}: another process is running it", flush=True)
@@ -312,21 +329,21 @@ def run_system(args: argparse.Namespace, label: str) -> bool:
         if hyps_path.exists():
             print(f"== {label}: recorded already ({hyps_path})", flush=True)
             return True
-        data_dir, data = prepared_data(args, spec, plan.prepare_file)
-        if not args.oracle:
+        data_dir, data = prepared_data(runs, spec, plan.prepare_file)
+        if not runs.oracle:
             keep_test_links(data, HYPS / spec["corpus"])
         settings = {**plan.settings, "data": data.name, "data_hash": data_hash(data)}
-        train(RECIPES / args.suite, label, plan.overrides, data, plan.run_dir, int(spec["steps"]), args.threads, [],
+        train(RECIPES / runs.suite, label, plan.overrides, data, plan.run_dir, int(spec["steps"]), runs.threads, [],
               int(spec["average_last"]))
         sources = read_lines(data_dir / f"{spec['splits']['test']}.{spec['src']}.gz")
         record(plan.run_dir, settings, sources, hyps_path, settings_path)
     return True
 
 
-def run_systems(args: argparse.Namespace) -> None:
-    """Train and record each ``SYSTEM.seedN`` named on the command line, in order (:func:`run_system`)."""
-    for label in args.systems:
-        run_system(args, label)
+def run_systems(runs: SuiteRuns, labels: list[str]) -> None:
+    """Train and record each ``SYSTEM.seedN`` of ``labels``, in order (:func:`run_system`)."""
+    for label in labels:
+        run_system(runs, label)
 
 
 @dataclass(frozen=True)
@@ -395,32 +412,31 @@ def machine_set(suite: str, threads: int | None) -> str | None:
     return set_name(machine)
 
 
-def selected_runs(args: argparse.Namespace, claims: list[dict]) -> list[PendingRun]:
-    """:func:`pending_runs` of the committed hypotheses in this machine's sets (:func:`machine_set`), of the
-    claims on ``args.suites``' corpora only where given."""
+def selected_runs(claims: list[dict], suites: list[str] | None, threads: int | None) -> list[PendingRun]:
+    """:func:`pending_runs` of the committed hypotheses in this machine's sets (:func:`machine_set`) for runs of
+    ``threads`` CPU threads, of the claims on the corpora of ``suites`` only where given."""
     sets = {}
     for corpus in dict.fromkeys(claim["corpus"] for claim in claims):
         suite = suite_folder(corpus).name
-        found = machine_set(suite, args.threads) if not args.suites or suite in args.suites else None
+        found = machine_set(suite, threads) if not suites or suite in suites else None
         if found:
             sets[corpus] = found
     return pending_runs(claims, HYPS, sets)
 
 
-def work_queue(args: argparse.Namespace, claims: list[dict]) -> None:
-    """Run the first pending run that no other process holds (:func:`run_system`), and go on until every
-    pending run is recorded or held by another process (or was run by this one: a run that recorded elsewhere
-    than :func:`selected_runs` looks is not run twice)."""
+def work_queue(claims: list[dict], suites: list[str] | None, threads: int | None) -> None:
+    """Run the first pending run (:func:`selected_runs`) that no other process holds (:func:`run_system`), and
+    go on until every pending run is recorded or held by another process (or was run by this one: a run that
+    recorded elsewhere than :func:`selected_runs` looks is not run twice)."""
     check_ordo_source()  # another checkout's ordo, or an uncommitted checkout, stops here, before any run
     commit_id()
     done: set[str] = set()
     while True:
-        for run in selected_runs(args, claims):
+        for run in selected_runs(claims, suites, threads):
             if str(run) in done:
                 continue
             print(f"== queue: {run} ({run.corpus}/{run.set})", flush=True)
-            if run_system(argparse.Namespace(suite=run.suite, data_dir=None, work=None, oracle=run.oracle,
-                                             threads=args.threads), run.label):
+            if run_system(SuiteRuns(run.suite, oracle=run.oracle, threads=threads), run.label):
                 done.add(str(run))
                 break
         else:
@@ -432,12 +448,12 @@ def main() -> None:
     args = parse_args()
     claims = read_claims()
     if args.verb == "run":
-        run_systems(args)
+        run_systems(SuiteRuns(args.suite, args.data_dir, args.work, args.oracle, args.threads), args.systems)
     elif args.verb == "pending":
         print("".join(f"{run}\t{HYPS.relative_to(ROOT) / run.corpus / run.set}\n"
-                      for run in selected_runs(args, claims)), end="")
+                      for run in selected_runs(claims, args.suites, args.threads)), end="")
     elif args.verb == "queue":
-        work_queue(args, claims)
+        work_queue(claims, args.suites, args.threads)
     else:
         write_tables(claims, args.hyps, args.data_root, args.out, args.results)
 

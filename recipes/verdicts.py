@@ -31,7 +31,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
-from compare import RECIPES
 
 from ordo.analysis.plots import curve_panels, gain_plot, line_plot
 from ordo.analysis.systems import bleu_metric
@@ -55,6 +54,7 @@ from ordo.evaluation.seeds import (
     ribes_metric,
 )
 from ordo.evaluation.seeds import bleu_metric as seed_bleu_metric
+from recipes.compare import RECIPES
 
 FIRST_PASS = "first_pass"  # bench/hyps/CORPUS/first_pass: the runs before issue 40
 FIRST_PASS_NOTE = "first pass (mixed commits and machines)"

@@ -15,8 +15,8 @@ from ordo.data.prepare import PrepareConfig
 from ordo.data.textio import read_yaml
 
 RECIPES = Path(__file__).resolve().parents[1] / "recipes"
-sys.path.insert(0, str(RECIPES))
-import compare  # (recipes/compare.py: how a suite's systems.yaml entries are read)
+sys.path.insert(0, str(RECIPES.parent))  # the repository root: the recipes package
+from recipes import compare  # how a suite's systems.yaml entries are read
 
 
 @pytest.mark.parametrize("path", sorted(RECIPES.glob("*/train.yaml")), ids=lambda p: p.parent.name)

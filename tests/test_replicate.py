@@ -2,7 +2,7 @@
 name real systems, comparisons of runs that are not exchangeable refused, the settings a run records, the runs
 still needed and the queue that runs them."""
 
-import argparse
+import dataclasses
 import gzip
 import subprocess
 import sys
@@ -13,10 +13,8 @@ import yaml
 
 from ordo.data.textio import read_yaml
 
-RECIPES = Path(__file__).resolve().parent.parent / "recipes"
-sys.path.insert(0, str(RECIPES))
-import replicate
-import verdicts
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root: the recipes package
+from recipes import replicate, verdicts
 
 
 def test_a_system_seed_is_recorded_under_its_full_name(tmp_path):
@@ -226,22 +224,20 @@ def test_the_queue_runs_what_is_pending_and_leaves_a_run_another_process_holds(t
     monkeypatch.setattr(replicate, "commit_id", lambda: "0123abc")
     ran = []
 
-    def run_system(args, label):  # another process holds exgre.seed2; the others translate perfectly
+    def run_system(runs, label):  # another process holds exgre.seed2; the others translate perfectly
         if label == "exgre.seed2":
             return False
-        ran.append((args.suite, label, args.threads))
+        ran.append((runs.suite, label, runs.threads, runs.oracle))
         write_hyps(tmp_path / "hyps" / "multi30k" / SET, *verdicts.split_seed(label), ["a"])
         return True
 
     monkeypatch.setattr(replicate, "run_system", run_system)
     claims = [{"paper": "p", "claim": "c", "corpus": "multi30k", "baseline": "baseline", "system": "exgre"}]
-    args = argparse.Namespace(suites=None, threads=1)
-    replicate.work_queue(args, claims)
-    assert [label for _, label, _ in ran] == ["baseline.seed1", "exgre.seed1", "baseline.seed2"]
-    assert ran[0] == ("m30k_verdict", "baseline.seed1", 1)
-    assert [str(run) for run in replicate.selected_runs(args, claims)] == ["m30k_verdict exgre.seed2"]
-    assert replicate.selected_runs(argparse.Namespace(suites=["enja_verdict"], threads=1),
-                                   claims) == []  # only another suite's runs asked for
+    replicate.work_queue(claims, None, 1)
+    assert [label for _, label, _, _ in ran] == ["baseline.seed1", "exgre.seed1", "baseline.seed2"]
+    assert ran[0] == ("m30k_verdict", "baseline.seed1", 1, False)
+    assert [str(run) for run in replicate.selected_runs(claims, None, 1)] == ["m30k_verdict exgre.seed2"]
+    assert replicate.selected_runs(claims, ["enja_verdict"], 1) == []  # only another suite's runs asked for
 
 
 def test_a_run_another_process_holds_is_left_alone_and_a_recorded_one_not_trained_again(tmp_path, monkeypatch):
@@ -262,19 +258,18 @@ def test_a_run_another_process_holds_is_left_alone_and_a_recorded_one_not_traine
         write_hyps(hyps_path.parent, settings["system"], settings["seed"], ["ein Mann"])
 
     monkeypatch.setattr(replicate, "record", record)
-    args = argparse.Namespace(suite="m30k_verdict", data_dir=corpus, work=tmp_path / "work", oracle=False, threads=1)
+    runs = replicate.SuiteRuns("m30k_verdict", data_dir=corpus, work=tmp_path / "work", threads=1)
     with replicate.folder_lock(tmp_path / "work" / "runs" / SET / "0123456789ab" / "exgre.seed1") as held:
-        assert held and replicate.run_system(args, "exgre.seed1") is False
+        assert held and replicate.run_system(runs, "exgre.seed1") is False
     assert calls == []
-    assert replicate.run_system(args, "exgre.seed1") is True
+    assert replicate.run_system(runs, "exgre.seed1") is True
     assert calls == ["prepare", "train", ("record", ["a man"], "train.seed=1", "0123456789abcdef", "data")]
     assert (tmp_path / "hyps" / "multi30k" / SET / "exgre.seed1.txt").exists()  # in its set's folder
-    assert replicate.run_system(args, "exgre.seed1") is True and len(calls) == 3  # recorded: nothing to do
+    assert replicate.run_system(runs, "exgre.seed1") is True and len(calls) == 3  # recorded: nothing to do
 
     monkeypatch.setattr(replicate, "oracle_corpus", lambda *args: corpus)
     monkeypatch.setattr(replicate, "record", lambda run_dir, settings, *args: calls.append(("record", settings["system"])))
-    oracle = argparse.Namespace(**{**vars(args), "oracle": True})
-    assert replicate.run_system(oracle, "baseline.seed1") is True
+    assert replicate.run_system(dataclasses.replace(runs, oracle=True), "baseline.seed1") is True
     assert calls[-1] == ("record", "oracle_baseline")  # its settings name the system as its files do
 
 

@@ -1,6 +1,7 @@
 """The package layout: no import cycle among the parts of any package of ordo/ (issue 27), lazy imports
 inside functions included; the data side imports nothing above it; loading a run for translation imports
-nothing from ordo.training (issue 42)."""
+nothing from ordo.training (issue 42). The experiment code (recipes/) is a package too: its modules import
+each other by module path, without a cycle, and ordo imports none of it."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from pathlib import Path
 import ordo
 
 ROOT = Path(ordo.__file__).parent
+EXPERIMENTS = ("recipes",)  # the experiment packages beside ordo/, above it: ordo never imports them
 
 
 def module_name(path: Path) -> str:
@@ -20,15 +22,20 @@ def module_name(path: Path) -> str:
     return ".".join(path.relative_to(ROOT.parent).with_suffix("").parts).removesuffix(".__init__")
 
 
-def imported_modules(path: Path) -> set[str]:
-    """Every ``ordo.*`` name a file imports, at any depth of the file (``from A import b`` gives A and A.b)."""
+def absolute_imports(path: Path) -> set[str]:
+    """Every name a file imports absolutely, at any depth of the file (``from A import b`` gives A and A.b)."""
     names: set[str] = set()
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             names |= {node.module} | {f"{node.module}.{alias.name}" for alias in node.names}
         elif isinstance(node, ast.Import):
             names |= {alias.name for alias in node.names}
-    return {name for name in names if name.startswith("ordo.")}
+    return names
+
+
+def imported_modules(path: Path, packages: tuple[str, ...] = ("ordo",)) -> set[str]:
+    """Every name of the ``packages`` (``ordo.*`` by default) a file imports, at any depth of the file."""
+    return {name for name in absolute_imports(path) if name.startswith(tuple(f"{p}." for p in packages))}
 
 
 def part_graphs(modules: dict[str, set[str]]) -> dict[str, dict[str, set[str]]]:
@@ -162,3 +169,29 @@ def test_a_process_that_loads_a_run_and_translates_has_loaded_no_training_module
     done = subprocess.run([sys.executable, "-c", script, str(trained_run)], capture_output=True, text=True,
                           check=True)
     assert done.stdout.strip() == "[]"
+
+
+def experiment_files(package: str) -> list[Path]:
+    """The Python files of an experiment package (a folder beside ordo/), its subfolders' included."""
+    return sorted((ROOT.parent / package).rglob("*.py"))
+
+
+def test_no_experiment_package_has_an_import_cycle_among_its_parts():
+    modules = {module_name(path): imported_modules(path, EXPERIMENTS) for package in EXPERIMENTS
+               for path in experiment_files(package)}
+    assert "recipes.compare" in modules["recipes.replicate"]  # the graph holds their imports of each other
+    cycles = {package: find_cycle(graph) for package, graph in part_graphs(modules).items()}
+    assert {package: cycle for package, cycle in cycles.items() if cycle} == {}
+
+
+def test_the_experiment_code_imports_its_own_modules_by_module_path_only():
+    stems = {path.stem for package in EXPERIMENTS for path in experiment_files(package)} - {"__init__"}
+    bare = {str(path.relative_to(ROOT.parent)): sorted(name for name in absolute_imports(path)
+                                                        if name.split(".")[0] in stems)
+            for package in EXPERIMENTS for path in experiment_files(package)}
+    assert {path: names for path, names in bare.items() if names} == {}
+
+
+def test_ordo_imports_no_experiment_code():
+    upward = {module_name(path): sorted(imported_modules(path, EXPERIMENTS)) for path in ROOT.rglob("*.py")}
+    assert {name: targets for name, targets in upward.items() if targets} == {}
