@@ -52,7 +52,10 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from fairseq_real import (  # bench/ is the script's folder, first on sys.path
+if not __package__:  # run as `python bench/NAME.py`: the repository root, not bench/, first on the path
+    sys.path[0] = str(Path(__file__).resolve().parents[1])
+
+from bench.fairseq_real import (
     CORPORA,
     ROOT,
     log,

@@ -30,7 +30,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 import torch
-from fairseq_real import (  # bench/ is the script's folder, first on sys.path
+
+if not __package__:  # run as `python bench/NAME.py`: the repository root, not bench/, first on the path
+    sys.path[0] = str(Path(__file__).resolve().parents[1])
+
+from bench.fairseq_real import (
     CORPORA,
     ROOT,
     log,
@@ -43,8 +47,7 @@ from fairseq_real import (  # bench/ is the script's folder, first on sys.path
     thread_env,
     write_section,
 )
-from peers import cpu_description
-
+from bench.machine import cpu_description
 from ordo import gemm
 from ordo.data.textio import read_lines
 

@@ -49,6 +49,10 @@ from typing import Any
 import numpy as np
 import torch
 
+if not __package__:  # run as `python bench/NAME.py`: the repository root, not bench/, first on the path
+    sys.path[0] = str(Path(__file__).resolve().parents[1])
+
+from bench.machine import cpu_description
 from ordo.data.textio import atomic_write, read_lines
 
 SYSTEMS = {  # name -> label in the report
@@ -279,7 +283,6 @@ def report(args: argparse.Namespace, results: dict, outputs: dict, stable: dict,
            profile_md: str) -> str:
     """The markdown report; ``context`` holds the load averages, CTranslate2's backends and the batch layouts."""
     import ctranslate2
-    from peers import cpu_description
 
     refs = read_lines(args.ref)
     expected = {"large": refs, "small": refs[: args.small]}

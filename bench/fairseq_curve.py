@@ -30,8 +30,10 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from fairseq_real import fairseq_env  # bench/ is the script's folder, first on sys.path
+if not __package__:  # run as `python bench/NAME.py`: the repository root, not bench/, first on the path
+    sys.path[0] = str(Path(__file__).resolve().parents[1])
 
+from bench.fairseq_real import fairseq_env
 from ordo.analysis.tables import markdown_table
 from ordo.data.textio import atomic_write, read_lines
 from ordo.evaluation.bleu import corpus_scores

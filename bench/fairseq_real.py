@@ -84,8 +84,11 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from peers import cpu_description  # bench/ is the script's folder, first on sys.path
 
+if not __package__:  # run as `python bench/NAME.py`: the repository root, not bench/, first on the path
+    sys.path[0] = str(Path(__file__).resolve().parents[1])
+
+from bench.machine import cpu_description
 from ordo.api import build_for_data
 from ordo.config import ExperimentConfig, load_config
 from ordo.data.batching import epoch_batches

@@ -32,17 +32,17 @@ from pathlib import Path
 
 import torch
 
+if not __package__:  # run as `python bench/NAME.py`: the repository root, not bench/, first on the path
+    sys.path[0] = str(Path(__file__).resolve().parents[1])
+
+from bench.methods_speed import write_report
 from ordo.api import build_for_data
 from ordo.config import build_config, merge, parse_overrides
 from ordo.data.corpus import DataMeta
 from ordo.data.textio import read_yaml
 from ordo.models.transformer import PACK_BELOW, TransformerEncoder
 from ordo.training.trainer import Trainer
-
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "recipes"))
-import compare  # (recipes/compare.py: where a suite's systems keep their data)
-from methods_speed import write_report  # (bench/methods_speed.py, beside this file)
+from recipes import compare
 
 
 def parse_args() -> argparse.Namespace:
@@ -57,7 +57,8 @@ def parse_args() -> argparse.Namespace:
                         help="override for every system (e.g. model.d_model=128)")
     parser.add_argument("--pack-below", default=str(PACK_BELOW),
                         help="comma-separated TransformerEncoder.pack_below values; each system runs with each")
-    parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "lattice_train_speed.md")
+    parser.add_argument("--out", type=Path,
+                        default=Path(__file__).resolve().parent / "results" / "lattice_train_speed.md")
     return parser.parse_args()
 
 

@@ -29,6 +29,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
+if not __package__:  # run as `python bench/NAME.py`: the repository root, not bench/, first on the path
+    sys.path[0] = str(Path(__file__).resolve().parents[1])
+
+from bench.lattice_relations import random_lattices
 from ordo.build import build_model, count_parameters
 from ordo.config import load_config
 from ordo.data.batch import Batch
@@ -96,8 +100,6 @@ def make_lattice_batch(batch: Batch) -> Batch:
     of the IWSLT17 Zh lattices to their jieba 1-best (44.6 edges against 21.7 words per sentence). All lattices
     have the same number of edges (the most common one among many drawn), as all baseline sentences have the
     same length, so padding counts against neither."""
-    from lattice_relations import random_lattices  # bench/lattice_relations.py, beside this script
-
     drawn = random_lattices(int(1.5 * LENGTH), (1.0, 1.5, 1.5), 40 * BATCH, seed=3, spread=0.0)
     edges = Counter(len(lattice) for lattice in drawn).most_common(1)[0][0]
     lattices = [lattice for lattice in drawn if len(lattice) == edges][:BATCH]

@@ -41,9 +41,13 @@ import tempfile
 import time
 from pathlib import Path
 
-import decode_real  # bench/ is the script's folder, first on sys.path
 import torch
 
+if not __package__:  # run as `python bench/NAME.py`: the repository root, not bench/, first on the path
+    sys.path[0] = str(Path(__file__).resolve().parents[1])
+
+from bench import decode_real
+from bench.machine import cpu_description
 from ordo.data.textio import atomic_write
 
 HERE = Path(__file__).resolve().parent
@@ -372,25 +376,6 @@ def _ratios(results: dict, ordo_beam: str) -> list[str]:
     return [f"train {_ratio(results, 'ordo-train', 'marian-train', 'tok_per_s')}",
             f"beam5 {_ratio(results, ordo_beam, 'marian-beam5', 'sent_per_s')}",
             _ratio(results, ordo_beam, "ct2-beam5-fp32", "sent_per_s")]
-
-
-VECTOR_FLAGS = ("avx", "avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512_bf16", "avx512_vnni", "avx_vnni",
-                "amx_tile", "amx_bf16", "amx_int8")  # the /proc/cpuinfo flags that decide CPU kernels' speed
-
-
-def cpu_description() -> str:
-    """The CPU's model name and vendor, its vector extensions among :data:`VECTOR_FLAGS` (from ``/proc/cpuinfo``;
-    "unknown" elsewhere), the kernel level PyTorch dispatches to (``torch.backends.cpu.get_cpu_capability``) and
-    where ordo's float32 linear layers multiply by default (:mod:`ordo.gemm`)."""
-    from ordo.gemm import cpu_vendor, cpuinfo, resolve
-
-    model = " ".join(cpuinfo().get("model name", "unknown CPU").split())
-    flags = set(cpuinfo().get("flags", "").split())
-    found = [flag for flag in VECTOR_FLAGS if flag in flags] if flags else ["unknown"]
-
-    return f"{model} ({cpu_vendor() or 'vendor unknown'}); vector extensions: {' '.join(found) or 'none'}; " \
-           f"PyTorch kernels: {torch.backends.cpu.get_cpu_capability()}; float32 linear layers (cpu_gemm auto): " \
-           f"{resolve('auto')}"
 
 
 def report(results: dict, out: Path, rounds: int) -> None:

@@ -24,7 +24,13 @@ from pathlib import Path
 
 from ordo import api
 from ordo.analysis.tables import markdown_table
-from ordo.checkpoint import STEP_PATTERN, average_checkpoints, load_checkpoint, save_checkpoint, step_checkpoints
+from ordo.checkpoint import (
+    STEP_PATTERN,
+    average_checkpoints,
+    load_checkpoint,
+    save_checkpoint,
+    step_checkpoints,
+)
 from ordo.data.textio import atomic_write, read_lines
 from ordo.evaluation.bleu import corpus_scores
 

@@ -21,10 +21,10 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+if not __package__:  # run as `python bench/gpu/NAME.py`: the repository root, not bench/gpu/, first on the path
+    sys.path[0] = str(Path(__file__).resolve().parents[2])
 
-from flops import RATED_BF16_TFLOPS, flops_per_target_token
-
+from bench.gpu.flops import RATED_BF16_TFLOPS, flops_per_target_token
 from ordo import api
 from ordo.config import load_config
 from ordo.data.corpus import DataMeta

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from ordo.checkpoint import STEP_PATTERN, step_checkpoints
 
-# the temporary files that atomic_write (ordo.data.textio) leaves when a save of step_N.pt or best.pt is killed
+# the temporary files atomic_write (ordo.data.textio) leaves when a save of step_N.pt or best.pt is killed
 TEMP_PATTERN = re.compile(r"^\.(step_\d+|best)\.pt\.\w+\.tmp$")
 
 

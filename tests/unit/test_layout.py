@@ -1,7 +1,7 @@
 """The package layout: no import cycle among the parts of any package of ordo/ (issue 27), lazy imports
 inside functions included; the data side imports nothing above it; loading a run for translation imports
-nothing from ordo.training (issue 42). The experiment code (recipes/) is a package too: its modules import
-each other by module path, without a cycle, and ordo imports none of it."""
+nothing from ordo.training (issue 42). The experiment code (recipes/, bench/) is two packages too: their
+modules import each other by module path, without a cycle; ordo imports neither, recipes/ not bench/."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from pathlib import Path
 import ordo
 
 ROOT = Path(ordo.__file__).parent
-EXPERIMENTS = ("recipes",)  # the experiment packages beside ordo/, above it: ordo never imports them
+EXPERIMENTS = ("recipes", "bench")  # the experiment packages beside ordo/, above it, bench/ above recipes/
 
 
 def module_name(path: Path) -> str:
@@ -164,7 +164,8 @@ def test_the_closure_follows_lazy_imports_and_skips_annotations_and_other_functi
 
 
 def test_a_process_that_loads_a_run_and_translates_has_loaded_no_training_module(trained_run):
-    script = ("import sys\nfrom ordo import api\nrun = api.load_run(sys.argv[1], 'last')\nrun.translate(['a b c'])\n"
+    script = ("import sys\nfrom ordo import api\nrun = api.load_run(sys.argv[1], 'last')\n"
+              "run.translate(['a b c'])\n"
               "print(sorted(name for name in sys.modules if name.startswith('ordo.training')))")
     done = subprocess.run([sys.executable, "-c", script, str(trained_run)], capture_output=True, text=True,
                           check=True)
@@ -180,6 +181,7 @@ def test_no_experiment_package_has_an_import_cycle_among_its_parts():
     modules = {module_name(path): imported_modules(path, EXPERIMENTS) for package in EXPERIMENTS
                for path in experiment_files(package)}
     assert "recipes.compare" in modules["recipes.replicate"]  # the graph holds their imports of each other
+    assert "bench.machine" in modules["bench.peers"] and "bench.gpu.flops" in modules["bench.gpu.speed_table"]
     cycles = {package: find_cycle(graph) for package, graph in part_graphs(modules).items()}
     assert {package: cycle for package, cycle in cycles.items() if cycle} == {}
 
@@ -195,3 +197,37 @@ def test_the_experiment_code_imports_its_own_modules_by_module_path_only():
 def test_ordo_imports_no_experiment_code():
     upward = {module_name(path): sorted(imported_modules(path, EXPERIMENTS)) for path in ROOT.rglob("*.py")}
     assert {name: targets for name, targets in upward.items() if targets} == {}
+
+
+def test_recipes_import_no_benchmark_code():
+    upward = {module_name(path): sorted(imported_modules(path, ("bench",))) for path in experiment_files("recipes")}
+    assert {name: targets for name, targets in upward.items() if targets} == {}
+
+
+def imports_an_experiment_module(node: ast.stmt) -> bool:
+    """Whether ``node``, at any depth (a function's lazy imports too), imports from an experiment package."""
+    for inner in ast.walk(node):
+        if isinstance(inner, ast.ImportFrom) and inner.module and inner.level == 0:
+            names = [inner.module]
+        elif isinstance(inner, ast.Import):
+            names = [alias.name for alias in inner.names]
+        else:
+            continue
+        if any(name.split(".")[0] in EXPERIMENTS for name in names):
+            return True
+    return False
+
+
+def test_a_script_that_imports_its_package_puts_the_repository_root_first_on_the_path():
+    """Run as ``python bench/NAME.py``, a script's own folder comes first on the path: its imports by module
+    path hold only after its top-level ``if not __package__:`` puts the repository root there instead."""
+    late = []
+    for path in (path for package in EXPERIMENTS for path in experiment_files(package)):
+        body = ast.parse(path.read_text(encoding="utf-8")).body
+        script = any(isinstance(node, ast.If) and "__main__" in ast.unparse(node.test) for node in body)
+        first = next((index for index, node in enumerate(body) if imports_an_experiment_module(node)), None)
+        root = next((index for index, node in enumerate(body)
+                     if isinstance(node, ast.If) and ast.unparse(node.test) == "not __package__"), len(body))
+        if script and first is not None and root > first:
+            late.append(str(path.relative_to(ROOT.parent)))
+    assert late == []

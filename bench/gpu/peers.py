@@ -14,7 +14,7 @@ pairs of 25 tokens. Figures:
 - bf16 against float32 on the same (random) weights: the relative error of the decoder states and logits;
 - peak GPU memory of each measurement (``torch.cuda.max_memory_allocated``).
 
-usage: python bench/gpu.py [--out bench/results/gpu.md] [--vocab 32000] [--train-batches 160,1000] [--decode-batches 32,256]
+usage: python bench/gpu/peers.py [--out bench/results/gpu.md] [--vocab 32000] [--train-batches 160,1000] [--decode-batches 32,256]
 The last line printed reads ``train xA beam5 xB`` (ordo over MarianMTModel, bf16, the largest batches).
 """
 
@@ -286,7 +286,7 @@ def batches(text: str) -> list[int]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "gpu.md")
+    parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parents[1] / "results" / "gpu.md")
     parser.add_argument("--vocab", type=int, default=32000)
     parser.add_argument("--train-batches", type=batches, default=[160, 1000])
     parser.add_argument("--decode-batches", type=batches, default=[32, 256])
@@ -294,7 +294,7 @@ def main() -> None:
     if not torch.cuda.is_available():
         parser.error("needs a CUDA GPU")
     results = run_all(args.vocab, args.train_batches, args.decode_batches)
-    text = report(results, args, "python bench/gpu.py " + " ".join(sys.argv[1:]))
+    text = report(results, args, "python bench/gpu/peers.py " + " ".join(sys.argv[1:]))
     with atomic_write(args.out) as handle:
         handle.write(text)
     print(text.rstrip())
