@@ -340,3 +340,112 @@ def test_zip_and_gz_releases_are_unpacked(tmp_path):
     (tmp_path / "data" / "test.de.gz").unlink()  # written again from the unpacked member, nothing fetched
     fetch.fetch_release(release, tmp_path / "data", "http://127.0.0.1:9")
     assert read_lines(tmp_path / "data" / "test.de.gz") == [sentence("de", i) for i in range(3)]
+
+
+NIST_REFS = 4
+
+
+def nist_folder(root: Path, lines: int = 8, train: int = 40, sets: tuple[str, ...] = ("nist02", "nist03", "nist05"),
+                ) -> tuple[Path, Path]:
+    """A copy of the NIST Zh->En layout (unsegmented Chinese; four different references per set) and a sets file
+    with its counts.
+
+    Returns:
+        (the copy's folder, the sets file).
+    """
+    folder = root / "NIST"
+    folder.mkdir()
+
+    def write(name: str, texts: list[str]) -> None:
+        (folder / name).write_text("".join(f"{text}\n" for text in texts), encoding="utf-8")
+
+    write("train.zh", [sentence("zh", i).replace(" ", "") for i in range(train)])
+    write("train.en", [sentence("en", i) for i in range(train)])
+    for number, name in enumerate(sets):
+        first = 1000 + 100 * number
+        write(f"{name}.zh", [sentence("zh", first + i).replace(" ", "") for i in range(lines)])
+        for k in range(NIST_REFS):  # reference k: sentence i's words shifted by k, so the four differ
+            write(f"{name}.en{k}", [sentence("en", first + i + k) for i in range(lines)])
+    sets_file = root / "sets.yaml"
+    sets_file.write_text(yaml.safe_dump({"references": NIST_REFS, "sets": {name: lines for name in sets}}))
+    return folder, sets_file
+
+
+def run_nist(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
+    """``recipes/nist_zhen/run.sh`` on the copy in tmp_path/NIST, its work folder tmp_path/work."""
+    return run_recipe("nist_zhen", "--data-dir", str(tmp_path / "NIST"), "--work", str(tmp_path / "work"), *args)
+
+
+def test_the_nist_recipe_runs_end_to_end_and_scores_against_four_references(tmp_path):
+    from ordo.evaluation.bleu import corpus_scores
+
+    nist, sets = nist_folder(tmp_path)
+    done = run_nist(tmp_path, "--sets", str(sets), *[word for key in TINY for word in ("--set", key)])
+    assert done.returncode == 0, done.stderr[-3000:]
+    corpus, work = tmp_path / "work" / "corpus", tmp_path / "work"
+    assert (corpus / "tests.txt").read_text().split() == ["nist03", "nist05"]  # every set but the dev set
+    raw, segmented = read_lines(nist / "train.zh"), read_lines(corpus / "train.zh.gz")
+    assert [line.replace(" ", "") for line in segmented] == raw  # jieba's words of each line, nothing else
+    assert sum(line.count(" ") for line in segmented) > len(raw)
+    assert read_lines(corpus / "valid.en.gz") == read_lines(nist / "nist02.en0")
+    rows = [line.split("\t") for line in (work / "scores.tsv").read_text().splitlines()]
+    assert rows[0] == ["test", "checkpoint", "bleu", "bleu_cased", "tok_bleu"]
+    assert [row[:2] for row in rows[1:]] == [[test, ckpt] for test in ("nist03", "nist05", "mean")
+                                              for ckpt in ("best", "averaged")]
+    for test, ckpt, bleu, cased, tok in rows[1:5]:
+        hyps = read_lines(work / f"{test}.{ckpt}.hyp")
+        refs = [read_lines(nist / f"{test}.en{k}") for k in range(NIST_REFS)]
+        assert len(hyps) == 8
+        expected = corpus_scores(hyps, refs, tokenized_bleu=True, lowercase=True)
+        assert float(bleu) == pytest.approx(float(expected["bleu"]), abs=0.005)
+        assert float(tok) == pytest.approx(float(expected["tok_bleu"]), abs=0.005)
+        assert float(cased) == pytest.approx(float(corpus_scores(hyps, refs)["bleu"]), abs=0.005)
+    for ckpt, mean in zip(("best", "averaged"), rows[5:]):
+        tests = [row for row in rows[1:5] if row[1] == ckpt]
+        assert float(mean[2]) == pytest.approx(sum(float(row[2]) for row in tests) / 2, abs=0.01)
+    assert "nrefs:4|case:lc" in (work / "scores.md").read_text() and "nrefs:4|case:lc" in done.stdout
+    # a tiny model's BLEU is 0: the scoring step again on outputs whose sentence i is reference i % 4, upper-cased
+    for test in ("nist03", "nist05"):
+        refs = [read_lines(nist / f"{test}.en{k}") for k in range(NIST_REFS)]
+        for ckpt in ("best", "averaged"):
+            (work / f"{test}.{ckpt}.hyp").write_text("".join(refs[i % NIST_REFS][i].upper() + "\n" for i in range(8)))
+    score = subprocess.run([sys.executable, str(RECIPES / "nist_zhen" / "corpus.py"), "score", "--work", str(work),
+                            "--corpus", str(corpus), "--tests", "nist03 nist05"], capture_output=True, text=True,
+                           check=False)
+    assert score.returncode == 0, score.stderr
+    rows = [line.split("\t") for line in (work / "scores.tsv").read_text().splitlines()[1:]]
+    assert all(float(row[2]) == float(row[4]) == 100.0 and float(row[3]) < 30.0 for row in rows)
+    one_reference = corpus_scores(read_lines(work / "nist03.best.hyp"), read_lines(nist / "nist03.en0"), lowercase=True)
+    assert float(one_reference["bleu"]) < 60.0
+
+
+@pytest.mark.parametrize("broken", ["missing_reference", "short_reference", "set_count", "train_count"])
+def test_the_nist_recipe_names_the_file_of_a_broken_copy(tmp_path, broken):
+    nist, sets = nist_folder(tmp_path)
+    if broken == "missing_reference":
+        (nist / "nist03.en2").unlink()
+        message = f"{nist}/nist03.en2: missing (the layout: train.zh and train.en"
+    elif broken == "short_reference":
+        lines = read_lines(nist / "nist05.en1")
+        (nist / "nist05.en1").write_text("".join(f"{line}\n" for line in lines[:-1]), encoding="utf-8")
+        message = f"{nist}/nist05.en1: 7 lines, {nist}/nist05.zh has 8 (a reference has a line per source sentence)"
+    elif broken == "set_count":
+        sets.write_text(yaml.safe_dump({"references": NIST_REFS, "sets": {"nist02": 8, "nist03": 919, "nist05": 8}}))
+        message = f"{nist}/nist03.zh: 8 lines, nist03 has 919 (another version of the set?"
+    else:
+        (nist / "train.en").write_text("one more\n" + (nist / "train.en").read_text(encoding="utf-8"), encoding="utf-8")
+        message = f"{nist}/train.en: 41 lines, {nist}/train.zh has 40"
+    done = run_nist(tmp_path, "--sets", str(sets))
+    assert done.returncode == 1 and f"nist_zhen: error: {message}" in done.stderr, done.stderr[-2000:]
+    assert not (tmp_path / "work" / "corpus").exists()  # checked before anything is written
+
+
+def test_the_nist_recipe_needs_the_copy_and_known_sets(tmp_path):
+    done = run_recipe("nist_zhen")
+    assert done.returncode == 2 and "licensed" in done.stderr and "--data-dir" in done.stderr
+    _, sets = nist_folder(tmp_path)
+    done = run_nist(tmp_path, "--sets", str(sets), "--tests", "nist3")
+    assert done.returncode == 1 and "nist_zhen: error: nist3: not a NIST set of the sets file" in done.stderr
+    done = run_nist(tmp_path)  # the real counts: MT02 has 878 sentences, MT03 919 ...
+    assert done.returncode == 1 and f"{tmp_path}/NIST/nist02.zh: 8 lines, nist02 has 878" in done.stderr
+    assert f"{tmp_path}/NIST/nist04.zh: missing" in done.stderr  # every problem is listed at once

@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# NIST Zh->En (licensed: the LDC training corpora and the NIST OpenMT evaluation sets, from https://www.ldc.upenn.edu
+# under its agreements): check that your copy is in the layout of docs/recipes.md in --data-dir (train.zh,
+# train.en; each NIST set's NAME.zh and its four references NAME.en0 .. NAME.en3) with the line counts of
+# sets.yaml, segment the Chinese into words (jieba) and write the splits into WORK/corpus (corpus.py), then
+# prepare, train Transformer-base (train.yaml: 100,000 updates of ~16k tokens), average the last checkpoints,
+# translate each test set with beam 4 and score it against its four references (sacreBLEU, case-insensitive
+# as the papers report, and cased; multi-bleu.perl's BLEU on the tokens): WORK/scores.tsv and scores.md.
+#
+# usage: recipes/nist_zhen/run.sh --data-dir NIST [--dev nist02] [--tests "nist03 nist04 ..."]
+#          [--segmenter jieba|chars|thulac] [--sets FILE] [--work DIR] [--gpus N] [--minutes N] [--set KEY=VALUE ...]
+#   --data-dir   your copy, in the layout above
+#   --dev NAME   the dev set (default nist02; paper 001 takes nist06, paper 002 nist05)
+#   --tests      the test sets (default: every set of sets.yaml but the dev set)
+#   --segmenter  the Chinese word segmenter (default jieba; another needs another --work)
+#   --sets FILE  the NIST sets and their line counts, if your copy's differ from sets.yaml's
+#   --gpus N     train on N GPUs under torchrun; with --set train.update_freq=M, N x M = 4 keeps the batch size
+#   --minutes N  stop training after N minutes (default 0: at train.yaml's max_steps)
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+work="$here/../../work/nist_zhen"
+src=zh tgt=en train_split=train valid_split=valid tests="" minutes_default=0
+
+download_data() {
+  echo "error: the NIST Zh-En corpora are licensed (LDC) and cannot be downloaded: give your copy with" \
+    "--data-dir DIR (the layout: docs/recipes.md)" >&2
+  exit 2
+}
+
+source "$here/../lib.sh"
+
+recipe_score() {  # lib.sh's, against each NIST set's four references
+  "$ordo" average --model "$work/run" --last 4
+  local test ckpt
+  for test in $tests; do
+    zcat "$data_dir/$test.$src.gz" > "$work/$test.$src"
+    for ckpt in best averaged; do
+      "$ordo" translate --model "$work/run" --checkpoint "$ckpt" --input "$work/$test.$src" \
+        --output "$work/$test.$ckpt.hyp"
+    done
+  done
+  # as ordo evaluate --hyp HYP --ref TEST.en0.gz --ref TEST.en1.gz --ref TEST.en2.gz --ref TEST.en3.gz --lowercase
+  "$py" "$here/corpus.py" score --work "$work" --corpus "$data_dir" --tests "$tests" | tee "$work/scores.md"
+}
+
+nist="" split_args=() args=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --data-dir) nist="$2"; shift 2 ;;
+    --dev|--tests|--segmenter|--sets) split_args+=("$1" "$2"); shift 2 ;;
+    --work) work="$2"; args+=("$1" "$2"); shift 2 ;;
+    *) args+=("$1"); shift ;;
+  esac
+done
+[ -n "$nist" ] || download_data
+recipe_setup
+"$py" -c "import jieba" 2>/dev/null || "$root/.venv/bin/pip" install -q "jieba>=0.42"
+"$py" "$here/corpus.py" split --data-dir "$nist" --out "$work/corpus" ${split_args[@]+"${split_args[@]}"}
+tests="$(cat "$work/corpus/tests.txt")"
+recipe_main --data-dir "$work/corpus" ${args[@]+"${args[@]}"}
