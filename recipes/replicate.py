@@ -1,9 +1,9 @@
 """The verdict runs (issues 25 and 40): each system of a suite under several seeds, at the suite's fixed update
-budget, with the small files anyone can rescore from committed under bench/hyps/CORPUS/SET/.
+budget, with the small files anyone can rescore from committed under bench/results/hyps/CORPUS/SET/.
 
 ``run`` trains (or resumes) each ``SYSTEM.seedN`` of a suite (recipes/SUITE/systems.yaml's overrides plus
 ``train.seed=N``) to suite.yaml's ``steps`` updates, averages its last ``average_last`` checkpoints, translates
-the test set with beam search, and writes ``bench/hyps/CORPUS/SET/SYSTEM.seedN.txt`` (one line per source line)
+the test set with beam search, and writes ``bench/results/hyps/CORPUS/SET/SYSTEM.seedN.txt`` (one line per source line)
 and ``SYSTEM.seedN.yaml`` (overrides, updates, training minutes, parameters, checkpoints averaged, commit, device,
 CPU, threads, precision, the prepared data's hash, dev loss curve). SET names the exchangeable set the run
 belongs to (:func:`set_name`): the device (a GPU's name, or the CPU's model name, family and model number), the
@@ -59,7 +59,7 @@ from ordo.precision import amp_dtype
 from recipes.compare import RECIPES, ROOT, data_folder, folder_lock, prepare, system_entry, train
 from recipes.verdicts import read_claims, seeds_of, split_seed, suite_folder, write_tables
 
-HYPS = ROOT / "bench" / "hyps"
+HYPS = ROOT / "bench" / "results" / "hyps"
 VALID_LINE = re.compile(r"valid \| update (\d+) \| loss ([0-9.]+)")
 # the files of a prepared data folder that define what a run trains on: its metadata, vocabularies, lattice
 # segmenters and the training and validation token arrays (with their per-token fields, e.g. reorder positions)
@@ -85,7 +85,7 @@ def parse_args() -> argparse.Namespace:
         listing.add_argument("--suite", action="append", dest="suites", metavar="SUITE",
                              help="only this suite's runs (repeatable; default: every verdict suite)")
         listing.add_argument("--threads", type=int, help="CPU threads of each run (as for run)")
-    tables = verbs.add_parser("tables", help="rebuild the verdicts table from bench/hyps/")
+    tables = verbs.add_parser("tables", help="rebuild the verdicts table from bench/results/hyps/")
     tables.add_argument("--hyps", type=Path, default=HYPS,
                         help="folder of CORPUS/SET/SYSTEM.seedN.txt (default: %(default)s)")
     tables.add_argument("--data-root", type=Path, default=ROOT.parent / "shared" / "data", help="corpus folders")
@@ -348,7 +348,7 @@ def run_systems(runs: SuiteRuns, labels: list[str]) -> None:
 
 @dataclass(frozen=True)
 class PendingRun:
-    """A ``SYSTEM.seedN`` that a verdict needs and bench/hyps/CORPUS/SET does not have yet."""
+    """A ``SYSTEM.seedN`` that a verdict needs and bench/results/hyps/CORPUS/SET does not have yet."""
 
     corpus: str
     set: str

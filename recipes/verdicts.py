@@ -1,5 +1,5 @@
 """The verdicts (issues 25 and 40) rebuilt from the committed files alone: recipes/verdicts.yaml lists the claims,
-each a method system against its comparison system on one corpus, and bench/hyps/CORPUS/SET/SYSTEM.seedN.{txt,yaml}
+each a method system against its comparison system on one corpus, and bench/results/hyps/CORPUS/SET/SYSTEM.seedN.{txt,yaml}
 (written by ``recipes/replicate.py run``) hold every finished run's test hypotheses and settings, one folder per
 exchangeable set of runs (one device, CPU thread count and precision; replicate.set_name).
 
@@ -13,7 +13,7 @@ mean gain, its 95% interval and p, the minimum detectable gain, the seeds per si
 ``paper_gain``, sacreBLEU's paired bootstrap p over the pooled seeds beside it, and the verdict word), written
 to bench/results/verdicts.md and in place in bench/RESULTS.md; the same test on RIBES
 (bench/results/verdicts_ribes.md); a table of every finished run (bench/results/verdicts_runs.md); and, where a
-corpus has ``bench/hyps/CORPUS/test.align`` (the prepared test split's eflomal links), BLEU and RIBES per third of
+corpus has ``bench/results/hyps/CORPUS/test.align`` (the prepared test split's eflomal links), BLEU and RIBES per third of
 the test pairs by alignment τ (:func:`ordo.evaluation.order.difficulty_buckets`), averaged over seeds, with the
 mean difference per common seed to the system it is compared with (bench/results/verdicts_order.md). Three
 figures go to bench/results/figures/: each comparison's gain with its interval and the paper's gain
@@ -56,7 +56,7 @@ from ordo.evaluation.seeds import (
 from ordo.evaluation.seeds import bleu_metric as seed_bleu_metric
 from recipes.compare import RECIPES
 
-FIRST_PASS = "first_pass"  # bench/hyps/CORPUS/first_pass: the runs before issue 40
+FIRST_PASS = "first_pass"  # bench/results/hyps/CORPUS/first_pass: the runs before issue 40
 FIRST_PASS_NOTE = "first pass (mixed commits and machines)"
 NO_SET = "-"  # the set of a claim that has no runs anywhere yet
 
