@@ -56,6 +56,11 @@ recipe_main() {  # --mirror URL: download_data fetches the release's files from 
 
 recipe_prepare() {
   local first_test="${tests%% *}"
+  if [ ! -f "$work/data/data.yaml" ] && [ ! -f "$data_dir/$train_split.$src.gz" ]; then
+    echo "error: no corpus in $data_dir ($train_split.$src.gz is missing): run with --download to fetch it there," \
+      "or give the folder of your copy with --data-dir DIR" >&2
+    exit 2
+  fi
   if [ ! -f "$work/data/data.yaml" ]; then
     "$ordo" prepare "$here/prepare.yaml" --out "$work/data" \
       --train-src "$data_dir/$train_split.$src.gz" --train-tgt "$data_dir/$train_split.$tgt.gz" \

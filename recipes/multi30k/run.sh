@@ -3,11 +3,11 @@
 # last checkpoints, translate test2016 and test2017 with beam 5, score with sacreBLEU.
 #
 # usage: recipes/multi30k/run.sh [--data-dir DIR] [--work DIR] [--minutes N] [--download]
-#   --data-dir  folder with {train,valid,test2016,test2017}.{en,de}.gz (default: ../shared/data/multi30k)
+#   --data-dir  folder with {train,valid,test2016,test2017}.{en,de}.gz (default: data/multi30k in the repository)
 #   --download  fetch the public raw files from github.com/multi30k/dataset into --data-dir first
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
-data_dir="$here/../../../shared/data/multi30k"
+data_dir="$here/../../data/multi30k"
 work="$here/../../work/multi30k"
 src=en tgt=de train_split=train valid_split=valid tests="test2016 test2017"
 
