@@ -555,13 +555,14 @@ def write_figures(comparisons: list[Comparison], hyps_root: Path, data_root: Pat
 def write_tables(claims: list[dict], hyps_root: Path, data_root: Path, out: Path, results: Path | None) -> None:
     """The verdicts table of every claim in each of its sets, the table of every finished run, the verdicts on
     RIBES and the table by reordering difficulty, printed, written to ``out`` and beside it (``_runs``,
-    ``_ribes``, ``_order``), and put in place in ``results`` (None: nowhere else); the figures of
-    :func:`write_figures` in ``figures/`` beside ``out``."""
+    ``_ribes``, ``_order``), and but for the runs' table (which grows with every seed) put in place in
+    ``results`` (None: nowhere else); the figures of :func:`write_figures` in ``figures/`` beside ``out``."""
     comparisons = comparisons_of(claims, hyps_root, data_root)
     tables = {out: markdown_table(HEADER, [claim_row(comparison) for comparison in comparisons])}
     corpora = dict.fromkeys(claim["corpus"] for claim in claims)
     runs = [row for corpus in corpora for row in run_rows(corpus, claims, hyps_root, data_root)]
-    tables[out.with_name(f"{out.stem}_runs.md")] = markdown_table(RUNS_HEADER, runs)
+    runs_path = out.with_name(f"{out.stem}_runs.md")
+    tables[runs_path] = markdown_table(RUNS_HEADER, runs)
     ribes = [row for row in map(ribes_row, comparisons) if row is not None]
     if ribes:
         tables[out.with_name(f"{out.stem}_ribes.md")] = markdown_table(RIBES_HEADER, ribes)
@@ -573,7 +574,7 @@ def write_tables(claims: list[dict], hyps_root: Path, data_root: Path, out: Path
     for path, table in tables.items():
         with atomic_write(path) as handle:
             handle.write(table)
-        if results is not None:
+        if results is not None and path != runs_path:
             document = replace_table(results.read_text(encoding="utf-8"), table, results)
             with atomic_write(results) as handle:
                 handle.write(document)

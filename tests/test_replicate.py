@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from ordo.analysis.tables import markdown_table
 from ordo.data.textio import read_yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root: the recipes package
@@ -100,6 +101,27 @@ def test_the_runs_table_lists_every_seed_against_the_same_seed_of_its_comparison
     assert rows[1][4] == "100.00" and float(rows[1][5]) > 10 and rows[1][6] == "100.00"
     assert rows[1][7:] == ["1.234", "41.3", "1", "0123456+"]  # the last dev loss, not the first
     assert rows[0][5] == "-" and rows[2][5] == "-" and rows[2][7:] == ["-", "-", "-", "-"]
+
+
+def test_the_tables_go_into_the_results_document_but_the_runs_table_only_beside_the_verdicts(tmp_path):
+    refs = ROTATIONS * 2
+    write_refs(tmp_path / "data", refs)
+    hyps = tmp_path / "hyps" / "multi30k" / SET
+    for seed in (1, 2):
+        write_hyps(hyps, "baseline", seed, [" ".join(r.split()[:-seed]) for r in refs])
+        write_hyps(hyps, "exgre", seed, [*refs[:-seed], *(" ".join(reversed(r.split())) for r in refs[-seed:])])
+    claims = [{"paper": "p", "claim": "c", "corpus": "multi30k", "baseline": "baseline", "system": "exgre"}]
+    header = {name: markdown_table(columns, []).splitlines()[0] for name, columns in
+              (("verdicts", verdicts.HEADER), ("ribes", verdicts.RIBES_HEADER), ("runs", verdicts.RUNS_HEADER))}
+    results = tmp_path / "RESULTS.md"
+    old_rows = "| old | rows |\n"
+    results.write_text(f"# r\n\n{header['verdicts']}\n{old_rows}\n{header['ribes']}\n{old_rows}")
+    out = tmp_path / "tables" / "verdicts.md"
+    verdicts.write_tables(claims, tmp_path / "hyps", tmp_path / "data", out, results)
+    document = results.read_text()
+    assert old_rows not in document and "| exgre vs baseline |" in document  # both tables replaced in place
+    assert header["runs"] not in document  # it grows with every seed: beside the verdicts only
+    assert header["runs"] in (out.parent / "verdicts_runs.md").read_text()
 
 
 def test_every_claim_names_systems_of_its_corpus_verdict_suite():
