@@ -5,12 +5,21 @@ Steps, in order:
 1. Every input file is read once, streaming, before anything is written: both sides of a split must exist,
    be valid UTF-8 and have the same number of lines; an empty (or whitespace-only) line is an error naming
    file:line unless ``empty_lines: skip``, which drops the pair and counts it.
-2. SentencePiece is trained on the training text (one model for both sides, or one per side). The
-   possibly gzipped inputs are first streamed into temporary plain files in ``out``, removed afterwards.
-3. Each split is encoded in chunks; training pairs outside the length limits are dropped and counted
-   (validation and test pairs are kept, over-long ones only reported). The piece ids go to memory-mapped
-   token arrays and the raw text of the kept pairs to ``{split}.src.txt``/``{split}.tgt.txt``.
+2. SentencePiece is trained on a sample of the training pairs (one model for both sides, or one per side):
+   all of them when their sentences number at most ``spm_input_sentence_size`` (two per pair for a joint
+   model), else a uniform random sample of that many sentences (:func:`sample_flags`, seeded by ``seed``), as
+   Marian and fairseq train on a bounded sample. The sampled pairs of the possibly gzipped inputs are streamed
+   into temporary plain files in ``out``, removed afterwards.
+3. Each split is encoded from its input files in chunks; training pairs outside the length limits are dropped
+   and counted (validation and test pairs are kept, over-long ones only reported). The piece ids are streamed
+   into token arrays (:class:`ordo.data.corpus.TokenArrayWriter`: rows appended to the ``.bin``, offsets to the
+   ``.idx``) and the raw text of the kept pairs to ``{split}.src.txt``/``{split}.tgt.txt``.
 4. ``data.yaml`` is written last, so a directory that has one is complete.
+
+Memory is therefore bounded whatever the corpus size: no step holds more than one chunk of ``CHUNK_LINES``
+pairs, and SentencePiece's trainer, which holds its input and dominates the peak (about 1.3 KB per sentence
+of 55 characters: 2.8 GB at the default 2,000,000 sentences, ``bench/results/prepare_scale.md``), sees at
+most ``spm_input_sentence_size`` sentences.
 
 With a ``lattice`` section (paper 002 §3) the source side is a lattice of several segmentations:
 step 2 trains the target's SentencePiece model and the lattice directory (:mod:`ordo.data.lattice.corpus`),
@@ -23,6 +32,7 @@ Input may be raw or pre-tokenized text; either goes through SentencePiece as it 
 from __future__ import annotations
 
 import logging
+import random
 import shutil
 import sys
 from collections.abc import Iterator
@@ -69,7 +79,7 @@ class PrepareConfig:
     min_len: int = 1  # train pairs with a side shorter than this many pieces are dropped
     max_len_ratio: float = 3.0  # train pairs whose piece counts differ by more than this factor are dropped; 0: off
     empty_lines: Literal["error", "skip"] = "error"  # an empty line is an error, or skip: drop its pair, count it
-    spm_input_sentence_size: int = 2_000_000  # sentences sampled to train SentencePiece
+    spm_input_sentence_size: int = 2_000_000  # sentences sampled to train SentencePiece (bounds the memory); 0: all
     seed: int = 1  # seed of SentencePiece's sampling
     reorder_positions: bool = False  # align every split's pairs together, store target-order positions (paper 000)
     aligner: Literal["eflomal", "fast_align"] = "eflomal"  # word aligner for reorder_positions
@@ -120,17 +130,17 @@ def prepare(cfg: PrepareConfig, progress: bool = True) -> DataMeta:
     skip_empty = cfg.empty_lines == "skip"
     lattice: LatticeEncoder | None = None
     src_vocab: Vocab | TokenVocab
+    train_pairs = stats["train"].pairs - stats["train"].empty
     try:
-        _copy_pairs(splits["train"], plain, skip_empty)
+        sample = sample_flags(train_pairs, spm_sample_pairs(cfg) or train_pairs, cfg.seed)
+        _copy_pairs(splits["train"], plain, skip_empty, sample)
         if cfg.lattice.enabled:
-            train = stats["train"]
-            lattice = _train_lattice(cfg, plain, splits["train"], out, train.pairs - train.empty, progress)
+            lattice = _train_lattice(cfg, plain, splits["train"], out, train_pairs, progress)
             src_vocab, tgt_vocab = lattice.vocab, _train_target_vocab(cfg, plain[1], out)
         else:
             src_vocab, tgt_vocab = _train_vocabs(cfg, plain, out)
         for name, files in splits.items():
-            source = plain if name == "train" and lattice is None else files  # lattices: file:line of the input
-            pairs = _iter_pairs(*source, skip_empty=skip_empty)
+            pairs = _iter_pairs(*files, skip_empty=skip_empty)
             _encode_split(name, pairs, SourceEncoder(src_vocab, lattice), files[0], tgt_vocab, out, cfg, stats[name],
                           progress)
     finally:
@@ -177,6 +187,9 @@ def check_config(cfg: PrepareConfig) -> None:
         raise ConfigError(f"prepare: character_coverage must be in (0, 1], not {cfg.character_coverage}")
     if cfg.min_len < 0 or 0 < cfg.max_len < cfg.min_len:
         raise ConfigError(f"prepare: need 0 <= min_len <= max_len, got {cfg.min_len} and {cfg.max_len}")
+    if cfg.spm_input_sentence_size < 0 or 0 < cfg.spm_input_sentence_size <= 100:
+        raise ConfigError(f"prepare: spm_input_sentence_size must be over 100 (SentencePiece's minimum), or 0 for "
+                          f"every sentence, not {cfg.spm_input_sentence_size}")
     if 0 < cfg.max_len_ratio < 1:
         raise ConfigError(f"prepare: max_len_ratio must be >= 1 (or 0 for no limit), not {cfg.max_len_ratio}")
     if cfg.lattice.enabled:
@@ -262,12 +275,51 @@ def _remove_stale_outputs(out: Path, splits: dict[str, tuple[Path, Path]]) -> No
             path.unlink()
 
 
-def _copy_pairs(files: tuple[Path, Path], plain: tuple[Path, Path], skip_empty: bool) -> None:
-    """Stream the (possibly gzipped) training pairs into plain text files for SentencePiece."""
+def spm_sample_pairs(cfg: PrepareConfig) -> int:
+    """How many training pairs SentencePiece learns from at most: ``spm_input_sentence_size`` sentences, two per
+    pair for a joint model (both sides in one model), one per pair for a model per side (lattice corpora too).
+
+    Args:
+        cfg: supplies ``spm_input_sentence_size``, ``joint_vocab`` and ``lattice``.
+
+    Returns:
+        The number of pairs, or 0 (``spm_input_sentence_size: 0``) for every pair.
+    """
+    joint = cfg.joint_vocab and not cfg.lattice.enabled
+    return cfg.spm_input_sentence_size // 2 if joint else cfg.spm_input_sentence_size
+
+
+def sample_flags(total: int, size: int, seed: int) -> Iterator[bool]:
+    """Whether each of ``total`` items, in order, belongs to a uniform random sample of ``size`` of them.
+
+    Selection sampling (Knuth, TAOCP vol. 2, §3.4.2, Algorithm S): item ``t`` is taken with probability
+    ``(size - taken) / (total - t)``, so every ``size``-subset is equally likely, exactly ``min(size, total)``
+    items are taken, in one pass and constant memory. When ``total <= size`` every item is taken.
+
+    Args:
+        total: number of items.
+        size: sample size.
+        seed: seed of the draws.
+
+    Yields:
+        One flag per item.
+    """
+    rng = random.Random(seed)
+    needed = size
+    for seen in range(total):
+        take = needed > 0 and rng.random() * (total - seen) < needed
+        needed -= take
+        yield take
+
+
+def _copy_pairs(files: tuple[Path, Path], plain: tuple[Path, Path], skip_empty: bool, sample: Iterator[bool]) -> None:
+    """Stream the (possibly gzipped) training pairs that ``sample`` flags (one flag per pair that
+    :func:`_iter_pairs` yields) into plain text files for SentencePiece."""
     with atomic_write(plain[0]) as src_out, atomic_write(plain[1]) as tgt_out:
-        for _, a, b in _iter_pairs(*files, skip_empty=skip_empty):
-            src_out.write(a + "\n")
-            tgt_out.write(b + "\n")
+        for (_, a, b), take in zip(_iter_pairs(*files, skip_empty=skip_empty), sample):
+            if take:
+                src_out.write(a + "\n")
+                tgt_out.write(b + "\n")
 
 
 def _train_vocabs(cfg: PrepareConfig, plain: tuple[Path, Path], out: Path) -> tuple[Vocab, Vocab]:

@@ -3,16 +3,21 @@
 from __future__ import annotations
 
 import gzip
+import itertools
 import logging
 import random
+import tracemalloc
 import unicodedata
+from collections import Counter
 from pathlib import Path
 
 import pytest
 
 from ordo.config import from_dict
+from ordo.data import corpus as corpus_module
+from ordo.data import prepare as prepare_module
 from ordo.data.corpus import DataMeta, ParallelData, load_vocabs, write_field
-from ordo.data.prepare import PrepareConfig, length_problem, prepare
+from ordo.data.prepare import PrepareConfig, length_problem, prepare, sample_flags
 from ordo.data.textio import read_lines
 from ordo.data.vocab import train_sentencepiece
 from ordo.errors import ConfigError, InputError
@@ -178,7 +183,8 @@ def test_rerun_replaces_previous_outputs(tiny_corpus, tmp_path):
 @pytest.mark.parametrize(
     "changes",
     [{"train_src": ""}, {"valid_tgt": ""}, {"model_type": "wordpiece"}, {"empty_lines": "ignore"},
-     {"max_len": 5, "min_len": 6}, {"max_len_ratio": 0.5}],
+     {"max_len": 5, "min_len": 6}, {"max_len_ratio": 0.5}, {"spm_input_sentence_size": 100},
+     {"spm_input_sentence_size": -1}],
 )
 def test_bad_settings(tiny_corpus, tmp_path, changes):
     with pytest.raises(ConfigError):
@@ -220,3 +226,85 @@ def test_a_prepare_choice_typo_names_the_file_and_the_closest_value(tmp_path):
     with pytest.raises(ConfigError, match=r"prep.yaml: prepare.model_type: 'bep' is not one of unigram, bpe \(did you mean bpe\?\)"):
         from_dict(PrepareConfig, {"model_type": "bep"}, str(config))
     assert main(["prepare", str(config), "--out", str(tmp_path / "d"), "--train-src", "x", "--train-tgt", "y"]) != 0
+
+
+@pytest.mark.parametrize(("total", "size"), [(0, 3), (5, 9), (9, 9), (10, 9), (1000, 7), (7, 0)])
+def test_sample_flags_take_exactly_the_sample_size(total, size):
+    flags = list(sample_flags(total, size, seed=3))
+    assert len(flags) == total and sum(flags) == min(total, size)
+    assert flags == list(sample_flags(total, size, seed=3))
+
+
+def test_sample_flags_are_uniform_over_subsets():
+    subsets = Counter(
+        tuple(i for i, take in enumerate(sample_flags(6, 2, seed)) if take) for seed in range(6000)
+    )
+    assert set(subsets) == set(itertools.combinations(range(6), 2))
+    assert all(250 < count < 550 for count in subsets.values())  # 400 expected each; 6 sd is about 115
+
+
+def spm_inputs(monkeypatch) -> list[list[list[str]]]:
+    """Record the lines of every file each SentencePiece training reads during ``prepare``."""
+    calls: list[list[list[str]]] = []
+    real = prepare_module.train_sentencepiece
+
+    def recording(files, *args, **kwargs):
+        calls.append([read_lines(path) for path in files])
+        return real(files, *args, **kwargs)
+
+    monkeypatch.setattr(prepare_module, "train_sentencepiece", recording)
+    return calls
+
+
+@pytest.mark.parametrize("joint", [True, False])
+def test_sentencepiece_learns_from_a_bounded_sample_of_pairs(tiny_corpus, tmp_path, monkeypatch, joint):
+    calls = spm_inputs(monkeypatch)
+    cfg = config(tiny_corpus, tmp_path / "data", spm_input_sentence_size=202, joint_vocab=joint, model_type="bpe")
+    meta = prepare(cfg, progress=False)
+    sources, targets = read_lines(tiny_corpus["train_src"]), read_lines(tiny_corpus["train_tgt"])
+    src_vocab, tgt_vocab = load_vocabs(tmp_path / "data")
+    passing = sum(length_problem(len(src_vocab.encode(a)), len(tgt_vocab.encode(b)), cfg) is None
+                  for a, b in zip(sources, targets))
+    assert meta.splits["train"] == passing > 202  # every pair is encoded, not only the sample
+    if joint:
+        [[src_sample, tgt_sample]] = calls
+        assert len(src_sample) == len(tgt_sample) == 101  # 202 sentences, two per pair
+    else:
+        [[src_sample], [tgt_sample]] = calls
+        assert len(src_sample) == len(tgt_sample) == 202
+    corpus_pairs = iter(zip(sources, targets))
+    assert all(pair in corpus_pairs for pair in zip(src_sample, tgt_sample))  # whole pairs, in corpus order
+    assert not list((tmp_path / "data").glob("*.tmp")) and not list((tmp_path / "data").glob(".*"))
+
+
+@pytest.mark.parametrize("size", [598, 0])
+def test_sentencepiece_learns_from_every_pair_that_fits(tiny_corpus, tmp_path, monkeypatch, size):
+    replace_line(tiny_corpus["train_src"], 4, b"")
+    calls = spm_inputs(monkeypatch)
+    prepare(config(tiny_corpus, tmp_path / "data", spm_input_sentence_size=size, empty_lines="skip"), progress=False)
+    expected = [line for i, line in enumerate(read_lines(tiny_corpus["train_tgt"]), 1) if i != 4]
+    assert calls[0][1] == expected  # 299 pairs, 598 sentences: all of them, as without a sample (or with none)
+
+
+def peak_python_bytes(corpus: dict[str, Path], out: Path) -> int:
+    """tracemalloc's peak while ``prepare`` runs over ``corpus``."""
+    tracemalloc.start()
+    try:
+        prepare(config(corpus, out, spm_input_sentence_size=200), progress=False)
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def test_prepare_memory_is_flat_in_the_corpus_size(tmp_path, monkeypatch):
+    monkeypatch.setattr(prepare_module, "CHUNK_LINES", 50)
+    monkeypatch.setattr(corpus_module, "_FLUSH_TOKENS", 256)
+    peaks = []
+    for count in (500, 2000):
+        sources, targets = synthetic_pairs(count, seed=5)
+        corpus = {"train_src": write_text(tmp_path / f"{count}.src", sources),
+                  "train_tgt": write_text(tmp_path / f"{count}.tgt", targets)}
+        peak_python_bytes(corpus, tmp_path / f"warm{count}")  # imports and caches, outside the measurement
+        peaks.append(peak_python_bytes(corpus, tmp_path / f"data{count}"))
+    # 1,500 more pairs of about 60 bytes of text and ids each would add at least 90 KB if held together
+    assert peaks[1] - peaks[0] < 32 * 1024, peaks
