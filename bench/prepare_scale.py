@@ -2,13 +2,20 @@
 
 For each corpus size (default 100,000 and 1,000,000 pairs of ``ordo.data.synthetic``'s SVO->SOV language) this
 writes the corpus, runs ``ordo prepare`` in its own process and reports pairs/s and that process's peak
-resident memory, with its CPU time (user + system, so that a busy machine does not change the figure); then, in a fresh process per size, it opens the prepared training split as the trainer does
+resident memory, with its CPU time (user + system, so that a busy machine does not change the figure) and its
+wall time. ``ordo prepare`` streams the corpus and trains SentencePiece on a sample of at most
+``spm_input_sentence_size`` sentences (default 2,000,000, two per pair for the joint model), so its peak is
+flat once the corpus exceeds the sample (1,000,000 pairs here). Then, in a fresh process per size, it opens the
+prepared training split as the trainer does
 and draws one epoch of token batches (batching by length, collating every batch), reporting the peak memory.
 The prepared token arrays are memory-mapped, so the loader's memory is the per-pair index (offsets and
 sizes, a few bytes per pair), not the corpus: the table shows how much it grows from the smaller corpus to
 the larger one.
 
 usage: python bench/prepare_scale.py [--sizes 100000,1000000] [--work DIR] [--out bench/results/prepare_scale.md]
+
+A corpus is written once into ``--work`` and kept (writing 10,000,000 unique pairs takes about as long as
+preparing them).
 """
 
 from __future__ import annotations
@@ -37,31 +44,34 @@ def write_corpus(corpus: Path, pairs: int) -> float:
     return time.perf_counter() - start
 
 
-def child_peak_mb(command: list[str]) -> tuple[float, float, str]:
-    """Run ``command``; return (its CPU seconds, user + system, its own peak resident memory in MB, its stdout).
+def child_peak_mb(command: list[str]) -> tuple[float, float, str, float]:
+    """Run ``command``; return (its CPU seconds, user + system, its own peak resident memory in MB, its stdout,
+    its wall seconds).
 
-    CPU time rather than wall time, so that the figure holds on a machine that is busy with other work.
+    CPU time is the figure that holds on a machine that is busy with other work; wall time is given beside it.
     """
     with tempfile.TemporaryFile("w+") as stdout, tempfile.TemporaryFile("w+") as stderr:
+        start = time.perf_counter()
         child = subprocess.Popen(command, stdout=stdout, stderr=stderr, text=True)
         _, status, usage = os.wait4(child.pid, 0)
+        wall = time.perf_counter() - start
         child.returncode = os.waitstatus_to_exitcode(status)
         seconds = usage.ru_utime + usage.ru_stime
         stdout.seek(0)
         stderr.seek(0)
         if child.returncode != 0:
             sys.exit(f"{' '.join(command)} failed:\n{stderr.read()[-2000:]}")
-        return seconds, usage.ru_maxrss / 1024, stdout.read()
+        return seconds, usage.ru_maxrss / 1024, stdout.read(), wall
 
 
-def prepare(corpus: Path, data: Path) -> tuple[float, float]:
-    """``ordo prepare`` of the corpus into ``data``: (CPU seconds, peak MB)."""
+def prepare(corpus: Path, data: Path) -> tuple[float, float, float]:
+    """``ordo prepare`` of the corpus into ``data``: (CPU seconds, peak MB, wall seconds)."""
     ordo = str(Path(sys.executable).parent / "ordo")
     command = [ordo, "prepare", "--out", str(data), "--vocab-size", "8000"]
     for split in ("train", "valid", "test"):
         command += [f"--{split}-src", str(corpus / f"{split}.src"), f"--{split}-tgt", str(corpus / f"{split}.tgt")]
-    seconds, peak, _ = child_peak_mb(command)
-    return seconds, peak
+    seconds, peak, _, wall = child_peak_mb(command)
+    return seconds, peak, wall
 
 
 def loader_epoch(data: str) -> None:
@@ -96,23 +106,29 @@ def main() -> None:
     for pairs in (int(s) for s in args.sizes.split(",")):
         corpus, data = args.work / f"corpus_{pairs}", args.work / f"data_{pairs}"
         generated = write_corpus(corpus, pairs)
-        seconds, peak = prepare(corpus, data)
-        _, _, out = child_peak_mb([sys.executable, __file__, "--loader", str(data)])
+        seconds, peak, wall = prepare(corpus, data)
+        _, _, out, _ = child_peak_mb([sys.executable, __file__, "--loader", str(data)])
         loader = json.loads(out.strip().splitlines()[-1])
-        rows.append((pairs, generated, seconds, peak, loader))
-        print(f"{pairs} pairs: prepare {seconds:.0f} CPU s ({pairs / seconds:,.0f} pairs per CPU s), peak {peak:.0f} MB; "
+        rows.append((pairs, wall, seconds, peak, loader))
+        print(f"{pairs} pairs: corpus written in {generated:.0f} s; prepare {seconds:.0f} CPU s "
+              f"({pairs / seconds:,.0f} pairs per CPU s), {wall:.0f} s wall, peak {peak:.0f} MB; "
               f"loader epoch {loader['seconds']:.0f} CPU s, peak {loader['peak_mb']:.0f} MB", flush=True)
     report(rows, args.out)
 
 
 def report(rows: list[tuple[int, float, float, float, dict]], out: Path) -> None:
-    """Write the table and the command line to ``out`` and print it."""
+    """Write the table and the command line to ``out`` and print it; ``rows`` hold (pairs, prepare wall seconds,
+    prepare CPU seconds, prepare peak MB, the loader's JSON line)."""
+    from ordo.data.prepare import PrepareConfig
+
+    cap = PrepareConfig.spm_input_sentence_size
     lines = [f"command: `python bench/prepare_scale.py {' '.join(sys.argv[1:])}`", "",
-             "| pairs | prepare CPU s | pairs per CPU s | prepare peak MB | loader epoch CPU s | loader batches | loader peak MB |",
-             "|---:|---:|---:|---:|---:|---:|---:|"]
-    for pairs, _, seconds, peak, loader in rows:
-        lines.append(f"| {pairs:,} | {seconds:.0f} | {pairs / seconds:,.0f} | {peak:.0f} | {loader['seconds']:.0f} | "
-                     f"{loader['batches']:,} | {loader['peak_mb']:.0f} |")
+             ("| pairs | SentencePiece sentences | prepare CPU s | prepare wall s | pairs per CPU s | prepare peak MB | "
+              "loader epoch CPU s | loader batches | loader peak MB |"),
+             "|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for pairs, wall, seconds, peak, loader in rows:
+        lines.append(f"| {pairs:,} | {min(2 * pairs, cap):,} | {seconds:.0f} | {wall:.0f} | {pairs / seconds:,.0f} | "
+                     f"{peak:.0f} | {loader['seconds']:.0f} | {loader['batches']:,} | {loader['peak_mb']:.0f} |")
     if len(rows) > 1:
         (small, *_, small_loader), (large, *_, large_loader) = rows[0], rows[-1]
         growth = (large_loader["peak_mb"] - small_loader["peak_mb"]) * 2**20 / (large - small)

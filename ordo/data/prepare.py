@@ -80,7 +80,7 @@ class PrepareConfig:
     max_len_ratio: float = 3.0  # train pairs whose piece counts differ by more than this factor are dropped; 0: off
     empty_lines: Literal["error", "skip"] = "error"  # an empty line is an error, or skip: drop its pair, count it
     spm_input_sentence_size: int = 2_000_000  # sentences sampled to train SentencePiece (bounds the memory); 0: all
-    seed: int = 1  # seed of SentencePiece's sampling
+    seed: int = 1  # seed of the sample SentencePiece learns from (and of its own sampling)
     reorder_positions: bool = False  # align every split's pairs together, store target-order positions (paper 000)
     aligner: Literal["eflomal", "fast_align"] = "eflomal"  # word aligner for reorder_positions
     symmetrization: Literal["grow-diag-final-and", "intersection", "union"] = "grow-diag-final-and"
