@@ -331,7 +331,8 @@ def cpu_lines() -> list[str]:
     cpu = (f"CPU: {model} ({info.get('vendor_id', 'vendor unknown')}, family {info.get('cpu family', '?')} model "
            f"{info.get('model', '?')}), {os.cpu_count()} logical CPUs; vector extensions: {found}; PyTorch "
            f"{torch.__version__}, kernels {torch.backends.cpu.get_cpu_capability()}")
-    auto = f"`cpu_gemm: auto` resolves here to {gemm.resolve('auto')} ({gemm.auto_reason()})"
+    auto = (f"`cpu_gemm: auto` resolves here to {gemm.resolve('auto')} in training ({gemm.auto_reason()}); in "
+            f"decoding it times both backends per product shape and row bucket (the per-product table)")
     return [cpu, auto]
 
 
