@@ -79,7 +79,8 @@ def _add_translate(sub: argparse._SubParsersAction) -> None:
                         "run's decode.amp (off unless set)")
     p.add_argument("--cpu-gemm", choices=choices(DecodeConfig, "cpu_gemm"),
                    help="where float32 linear layers multiply on a CPU: oneDNN or torch's BLAS; default: the run's "
-                        "decode.cpu_gemm (auto: oneDNN on x86 CPUs not made by Intel that have AVX-512, BLAS elsewhere)")
+                        "decode.cpu_gemm (auto: times both on the first product of each weight shape and row count, "
+                        "and keeps the faster)")
 
 
 def _add_average(sub: argparse._SubParsersAction) -> None:
