@@ -1,6 +1,6 @@
 """ordo against the toolkits researchers would otherwise use, on identical work, in one run (``make bench``).
 
-Shape (the speed issue's, as ``../shared/bench/peers_cpu.py`` measured the peers): d_model 256, 4 heads,
+Shape (the one the peers were first measured at): d_model 256, 4 heads,
 FFN 1024, 3+3 layers, joint vocabulary 8000, shared embeddings, dropout 0.1, label smoothing 0.1, Adam;
 batches of 160 sentence pairs of 25 random tokens; 2 threads. Figures:
 
