@@ -18,7 +18,7 @@ Steps, in order:
 
 Memory is therefore bounded whatever the corpus size: no step holds more than one chunk of ``CHUNK_LINES``
 pairs, and SentencePiece's trainer, which holds its input and dominates the peak (about 1.3 KB per sentence
-of 55 characters: 2.8 GB at the default 2,000,000 sentences, ``bench/results/prepare_scale.md``), sees at
+of 55 characters: 2.7 GB at the default 2,000,000 sentences, ``bench/results/prepare_scale.md``), sees at
 most ``spm_input_sentence_size`` sentences.
 
 With a ``lattice`` section (paper 002 §3) the source side is a lattice of several segmentations:
