@@ -163,20 +163,29 @@ def cpu_gemm(backend: str, timed: bool = False) -> Iterator[str]:
         _active, _timed, _packed_weights = previous
 
 
+def _onednn_can_run(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Whether oneDNN can take a product of ``a`` and ``b``: float32 on CPU, outside CPU autocast (a bias follows
+    its weight: F.linear refuses a mismatch either way)."""
+    return (a.is_cpu and b.is_cpu and a.dtype == torch.float32 and b.dtype == torch.float32
+            and not torch.is_autocast_enabled("cpu"))
+
+
 def _use_onednn(a: torch.Tensor, b: torch.Tensor) -> bool:
-    """Whether a product of ``a`` and ``b`` goes to oneDNN: asked for, float32 on CPU, outside CPU autocast (a
-    bias follows its weight: F.linear refuses a mismatch either way). Called for every product: kept cheap."""
-    return (_active == "onednn" and a.is_cpu and b.is_cpu and a.dtype == torch.float32
-            and b.dtype == torch.float32 and not torch.is_autocast_enabled("cpu"))
+    """Whether a product of ``a`` and ``b`` goes to oneDNN: asked for, and one it can run. Called for every
+    product: kept cheap."""
+    return _active == "onednn" and _onednn_can_run(a, b)
+
+
+def _needs_grad(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> bool:
+    """Whether the product x W^T + b records gradients."""
+    return torch.is_grad_enabled() and (
+        x.requires_grad or weight.requires_grad or (bias is not None and bias.requires_grad))
 
 
 def _timeable(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> bool:
-    """Whether a product in a timed block is chosen by timing: one that oneDNN could run
-    (:func:`_use_onednn`'s conditions) and that needs no gradient."""
-    needs_grad = torch.is_grad_enabled() and (
-        x.requires_grad or weight.requires_grad or (bias is not None and bias.requires_grad))
-    return (not needs_grad and x.is_cpu and weight.is_cpu and x.dtype == torch.float32
-            and weight.dtype == torch.float32 and not torch.is_autocast_enabled("cpu"))
+    """Whether a product in a timed block is chosen by timing: one that oneDNN can run and that needs no
+    gradient."""
+    return not _needs_grad(x, weight, bias) and _onednn_can_run(x, weight)
 
 
 def _onednn_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
@@ -347,7 +356,7 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = No
         if torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad) and buckets_rows(x):
             return _bucketed_linear(x, weight, bias)
         return F.linear(x, weight, bias)
-    if torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad or (bias is not None and bias.requires_grad)):
+    if _needs_grad(x, weight, bias):
         return _OneDnnLinear.apply(x, weight, bias)
     return _onednn_linear(x, _packed(weight), bias)
 

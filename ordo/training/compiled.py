@@ -34,27 +34,22 @@ ForwardLosses = Callable[[Batch], tuple[torch.Tensor, torch.Tensor, list[torch.T
 
 def forward_losses(model: nn.Module, losses: list[AuxLoss], epsilon: float, mode: CompileMode = "off") -> ForwardLosses:
     """The function from a batch to its losses through ``model`` (label smoothing ``epsilon``): the output
-    layer's summed loss and NLL (:func:`ordo.losses.output_nll`) and the mean of each auxiliary loss; compiled
-    with ``torch.compile`` in ``mode`` unless it is ``off`` (module docstring)."""
-    if mode == "off":
-        def eager(batch: Batch) -> tuple[torch.Tensor, torch.Tensor, list[torch.Tensor]]:
-            """Eager forward pass and losses."""
-            assert batch.tgt_out is not None
-            output = model(batch)
-            loss_sum, nll_sum = output_nll(output.hidden, output.project, batch.tgt_out, epsilon)
-            return loss_sum, nll_sum, [aux.compute(output, batch).float() for aux in losses]
+    layer's summed loss and NLL (:func:`ordo.losses.output_nll`; in a compiled graph its whole-tensor form
+    :func:`ordo.losses.dense_output_nll`) and the mean of each auxiliary loss; compiled with ``torch.compile`` in
+    ``mode`` unless it is ``off`` (module docstring)."""
+    output_loss = output_nll if mode == "off" else dense_output_nll
 
-        return eager
-    without_packing(model)
-
-    def dense(batch: Batch) -> tuple[torch.Tensor, torch.Tensor, list[torch.Tensor]]:
-        """Forward pass and losses in whole-tensor form, for the compiler."""
+    def step(batch: Batch) -> tuple[torch.Tensor, torch.Tensor, list[torch.Tensor]]:
+        """Forward pass and losses of one batch."""
         assert batch.tgt_out is not None
         output = model(batch)
-        loss_sum, nll_sum = dense_output_nll(output.hidden, output.project, batch.tgt_out, epsilon)
+        loss_sum, nll_sum = output_loss(output.hidden, output.project, batch.tgt_out, epsilon)
         return loss_sum, nll_sum, [aux.compute(output, batch).float() for aux in losses]
 
-    return torch.compile(dense, mode=None if mode == "default" else mode, dynamic=True)  # type: ignore[return-value]
+    if mode == "off":
+        return step
+    without_packing(model)
+    return torch.compile(step, mode=None if mode == "default" else mode, dynamic=True)  # type: ignore[return-value]
 
 
 def without_packing(model: nn.Module) -> None:

@@ -53,17 +53,25 @@ def count_lines(path: Path) -> int:
     return sum(1 for _ in iter_lines(path))
 
 
+def counted(path: Path, problems: list[str], expected: int | None = None, against: str = "") -> int | None:
+    """The line count of ``path``, None when it is missing; appends to ``problems`` the missing file, or a count
+    other than ``expected`` (``against`` says whose count that is, and why it must match)."""
+    try:
+        lines = count_lines(path)
+    except LayoutError as err:
+        problems.append(str(err))
+        return None
+    if expected is not None and lines != expected:
+        problems.append(f"{path}: {lines} lines, {against}")
+    return lines
+
+
 def check_layout(data_dir: Path, counts: dict[str, int], references: int, names: list[str]) -> list[str]:
     """Every problem of the copy in ``data_dir`` with the NIST sets ``names``, each naming its file (none: the
     copy is in the layout, with the counts of ``counts`` and ``references`` references per set)."""
-    problems = []
-    sides = {}
-    for side in ("zh", "en"):
-        try:
-            sides[side] = count_lines(data_dir / f"train.{side}")
-        except LayoutError as err:
-            problems.append(str(err))
-    if len(sides) == 2 and sides["zh"] != sides["en"]:
+    problems: list[str] = []
+    sides = {side: counted(data_dir / f"train.{side}", problems) for side in ("zh", "en")}
+    if None not in sides.values() and sides["zh"] != sides["en"]:
         problems.append(f"{data_dir / 'train.en'}: {sides['en']} lines, {data_dir / 'train.zh'} has {sides['zh']} "
                         "(the training text must be aligned line by line)")
     if sides.get("zh") == 0:
@@ -73,24 +81,13 @@ def check_layout(data_dir: Path, counts: dict[str, int], references: int, names:
             problems.append(f"{name}: not a NIST set of the sets file ({', '.join(counts)})")
             continue
         source = data_dir / f"{name}.zh"
-        try:
-            lines = count_lines(source)
-        except LayoutError as err:
-            problems.append(str(err))
+        lines = counted(source, problems, counts[name],
+                        f"{name} has {counts[name]} (another version of the set? give its count with --sets FILE)")
+        if lines is None:
             continue
-        if lines != counts[name]:
-            problems.append(f"{source}: {lines} lines, {name} has {counts[name]} (another version of the set? give "
-                            "its count with --sets FILE)")
         for number in range(references):
-            reference = data_dir / f"{name}.en{number}"
-            try:
-                ref_lines = count_lines(reference)
-            except LayoutError as err:
-                problems.append(str(err))
-                continue
-            if ref_lines != lines:
-                problems.append(f"{reference}: {ref_lines} lines, {source} has {lines} (a reference has a line "
-                                "per source sentence)")
+            counted(data_dir / f"{name}.en{number}", problems, lines,
+                    f"{source} has {lines} (a reference has a line per source sentence)")
     return problems
 
 
