@@ -122,7 +122,7 @@ class TrainConfig:
     threads: int = 0  # torch CPU threads (0: leave torch's default)
     cpu_gemm: CpuGemm = "auto"  # float32 linear layers on CPU: oneDNN or torch's BLAS; auto: where it wins (ordo.gemm)
     compile: CompileMode = "off"  # torch.compile the forward pass and losses in this mode (ordo.training.compiled)
-    pad_multiple: int = 1  # pad each training batch's lengths to a multiple of N (shapes repeat: CUDA graphs)
+    pad_multiple: int = 0  # pad each training batch's lengths to a multiple of N; 0: 8 when compiled, else 1
     progress: bool = True  # show a progress bar on stderr
 
     def __post_init__(self) -> None:
@@ -131,7 +131,7 @@ class TrainConfig:
             raise ConfigError(f"train.target_bucket: a width >= 1 with train.batch_by: target, or 0; "
                               f"got {self.target_bucket} with batch_by {self.batch_by}")
         _at_least(self, "train", max_tokens=1, update_freq=1, valid_every=1, keep_last=1, log_every=1, valid_beam=1,
-                  pad_multiple=1)
+                  pad_multiple=0)
 
 
 @dataclass

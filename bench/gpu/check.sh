@@ -9,10 +9,16 @@
 #   profile where an update's time goes, eager and compiled (bench/gpu/profile_step.py)
 #   recipe  recipes/multi30k/train_gpu.yaml for RECIPE_MIN minutes, every checkpoint scored on test2016 (time
 #           to fairseq's 36.60 and to 39.6), the last 4 averaged and scored on test2016 and test2017
-# Default PARTS="tests speed profile" (about 8 minutes); then PARTS=recipe (about 7). Results land in $OUT.
+# Measured on an H100 machine (bench/results/gpu_check_h100.md): each fairseq run about 40 s, each eager ordo run
+# about 25 s, and each compiled one some 100 s of compilation (16 cores) before its first update. A session's
+# 15 minutes of device time hold about two calls: PARTS=speed first (the default, about 7 minutes), then at once
+# (the machine stays warm 30 s) PARTS=recipe (about 7); tests and profile in a later session. Results land in
+# $OUT; put more than 8 files into a tarball there, since no more come back.
+# RUNS names the speed runs to do (e.g. RUNS="base_fairseq base_compiled"); default all but base_graphs (CUDA
+# graphs: another compilation of 100 s or more).
 set -uo pipefail
 export PYTHONUNBUFFERED=1
-PARTS=${PARTS:-tests speed profile}
+PARTS=${PARTS:-speed}
 RECIPE_MIN=${RECIPE_MIN:-5}
 BASE_UPDATES=${BASE_UPDATES:-100}
 SMALL_UPDATES=${SMALL_UPDATES:-300}
@@ -25,8 +31,11 @@ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | 
 python3 -c "import torch, fairseq; print('torch', torch.__version__, 'fairseq', fairseq.__version__)" | tee -a "$OUT/device.txt" || exit 4
 
 has() { [[ " $PARTS " == *" $1 "* ]]; }
+RUNS=${RUNS:-base_fairseq base_eager base_compiled small_fairseq small_eager small_compiled}
+wanted() { [[ " $RUNS " == *" $1 "* ]]; }
 fs() { python3 -c "import sys; from fairseq_cli.$1 import cli_main; sys.argv[0] = 'fairseq-$1'; cli_main()" "${@:2}"; }
 ordo_train() {  # NAME DATA [--set ...]: a fixed number of updates, no checkpoints worth keeping
+  wanted "$1" || return 0
   timeout 200 python3 -m ordo train recipes/multi30k/train.yaml --data "$2" --out "$W/$1" --set train.progress=false \
     --set train.valid_bleu=false --set train.valid_every=100000 --set train.log_every=20 --set train.threads=4 \
     "${@:3}" > "$OUT/$1.log" 2>&1 || log "$1 failed: $(tail -3 "$OUT/$1.log")"
@@ -53,10 +62,11 @@ FS_COMMON="--source-lang en --target-lang de --share-all-embeddings --criterion 
 FS_SMALL="--arch transformer --encoder-embed-dim 256 --decoder-embed-dim 256 --encoder-ffn-embed-dim 1024 --decoder-ffn-embed-dim 1024
   --encoder-attention-heads 4 --decoder-attention-heads 4 --encoder-layers 3 --decoder-layers 3"
 fairseq_train() {  # NAME DATA UPDATES [fairseq flags]
+  wanted "$1" || return 0
   fairseq_data "$2"
   # shellcheck disable=SC2086
-  timeout 150 fs train "$W/bin_$(basename "$2")" $FS_COMMON --max-update "$3" "${@:4}" > "$OUT/$1.log" 2>&1 \
-    || log "$1 failed: $(tail -3 "$OUT/$1.log")"
+  (export -f fs; timeout 150 bash -c 'fs "$@"' fs train "$W/bin_$(basename "$2")" $FS_COMMON --max-update "$3" "${@:4}") \
+    > "$OUT/$1.log" 2>&1 || log "$1 failed: $(tail -3 "$OUT/$1.log")"
 }
 
 if has tests; then
@@ -73,11 +83,12 @@ if has speed; then
   fairseq_train base_fairseq "$G/m30k32k" "$BASE_UPDATES" --arch transformer --dropout 0.1 --lr 7e-4 --warmup-updates 4000 --max-tokens 25000
   ordo_train base_eager "$G/m30k32k" "${BASE[@]}" --set train.compile=off
   ordo_train base_compiled "$G/m30k32k" "${BASE[@]}" --set train.compile=default
-  ordo_train base_graphs "$G/m30k32k" "${BASE[@]}" --set train.compile=reduce-overhead --set train.pad_multiple=8
   log "speed: small preset, the recipe's shape (3,000 tokens, dropout 0.2, 8k pieces), $SMALL_UPDATES updates each"
   fairseq_train small_fairseq "$G/m30k" "$SMALL_UPDATES" $FS_SMALL --dropout 0.2 --lr 1e-3 --warmup-updates 600 --max-tokens 3000
   ordo_train small_eager "$G/m30k" "${SMALL[@]}" --set train.compile=off
   ordo_train small_compiled "$G/m30k" "${SMALL[@]}" --set train.compile=default
+  log "speed: base preset with CUDA graphs (reduce-overhead, lengths padded to multiples of 8), last: the lever least sure to pay"
+  ordo_train base_graphs "$G/m30k32k" "${BASE[@]}" --set train.compile=reduce-overhead --set train.pad_multiple=8
   python3 bench/gpu/speed_table.py "$OUT" --data base="$G/m30k32k" --data small="$G/m30k" | tee "$OUT/speed.md"
 fi
 

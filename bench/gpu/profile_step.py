@@ -102,12 +102,13 @@ def main() -> None:
         sys.exit("profile_step.py needs a CUDA GPU")
     lines = [f"## Training step profile: {torch.cuda.get_device_name()}, torch {torch.__version__}", "",
              "command: `python " + " ".join(sys.argv) + "`", ""]
-    for mode in args.compile:
-        lines += profile_mode(args, mode)
-    text = "\n".join(lines)
-    print(text)
-    if args.out:
-        args.out.write_text(text, encoding="utf-8")
+    print("\n".join(lines))
+    for mode in args.compile:  # written after each mode, so a timeout keeps the modes already profiled
+        mode_lines = profile_mode(args, mode)
+        print("\n".join(mode_lines))
+        lines += mode_lines
+        if args.out:
+            args.out.write_text("\n".join(lines), encoding="utf-8")
 
 
 if __name__ == "__main__":

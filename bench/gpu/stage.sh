@@ -4,9 +4,9 @@
 # fairseq 0.12 and the dependencies that machine lacks as wheels (fairseq is the peer measured beside ordo),
 # Multi30k prepared by ordo twice (the recipe's 8k unigram pieces, and 32k BPE pieces for the base-preset
 # speed figure; the same pieces serve both toolkits) and the raw test sets. Then one device call:
-#   run  command "bash bench/gpu/check.sh"  carry [".gpu", ".whl"]  timeout_s 600
+#   run  command "bash bench/gpu/check.sh"  carry [".gpu", ".whl"]  timeout_s 480
 # and, at once (the machine stays warm for 30 s), the recipe's time to quality:
-#   run  command "PARTS=recipe bash bench/gpu/check.sh"  carry [".gpu", ".whl"]  timeout_s 600
+#   run  command "PARTS=recipe bash bench/gpu/check.sh"  carry [".gpu", ".whl"]  timeout_s 420
 # DATA names the Multi30k folder (train/valid/test2016/test2017 .en/.de, gzipped).
 set -euo pipefail
 data=${DATA:-../shared/data/multi30k}
@@ -27,4 +27,4 @@ for test in test2016 test2017; do
   for lang in en de; do zcat "$data/$test.$lang.gz" > ".gpu/$test.$lang"; done
 done
 du -sh .gpu .whl
-echo 'staged: device run with command "bash bench/gpu/check.sh", carry [".gpu", ".whl"], timeout_s 600'
+echo 'staged: device run with command "bash bench/gpu/check.sh", carry [".gpu", ".whl"], timeout_s 480'

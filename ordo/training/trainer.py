@@ -39,7 +39,7 @@ from ordo.gemm import cpu_gemm
 from ordo.losses import AuxLoss, output_nll
 from ordo.precision import amp_dtype, autocast
 from ordo.training.checkpoint import prune_checkpoints, remove_stale_temporaries
-from ordo.training.compiled import forward_losses
+from ordo.training.compiled import batch_pad_multiple, forward_losses
 from ordo.training.distributed import DistributedContext
 from ordo.training.interrupt import StopSignals
 from ordo.training.optim import build_optimizer, inverse_sqrt_lr, set_lr
@@ -102,6 +102,7 @@ class Trainer:
             torch.manual_seed(cfg.train.seed + PROCESS_SEED_STRIDE * self.dist.rank)
         self.losses = losses or []
         self.forward_losses = forward_losses(self.wrapped, self.losses, self.tcfg.label_smoothing, self.tcfg.compile)
+        self.pad_multiple = batch_pad_multiple(self.tcfg.pad_multiple, self.tcfg.compile)
         self.fields = fields
         self.optimizer = build_optimizer(self.model, self.tcfg)
         self.amp = amp_dtype(self.tcfg.amp, self.device)
@@ -233,7 +234,7 @@ class Trainer:
         src = [data.src[i] for i in indices]
         tgt = [data.tgt[i] for i in indices]
         fields = {name: [data.fields[name][i] for i in indices] for name in self.fields}
-        return collate(indices, src, tgt, fields, self.tcfg.pad_multiple)
+        return collate(indices, src, tgt, fields, self.pad_multiple)
 
     def make_batch(self, data: ParallelData, indices: np.ndarray) -> Batch:
         """:meth:`host_batch` on the training device."""

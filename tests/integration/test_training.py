@@ -157,6 +157,15 @@ def test_batch_by_target_fills_batches_with_target_tokens_only(small_data, tmp_p
     assert all(len(b) == 1 or len(b) * (np.maximum(src, tgt)[b].max() + 1) <= 200 for b in longer_batches)
 
 
+def test_a_compiled_run_pads_its_batches_to_multiples_of_8_and_an_eager_one_does_not(small_data, tmp_path):
+    eager = make_trainer(small_data, tmp_path / "a")
+    compiled = make_trainer(small_data, tmp_path / "b", "train.compile=default")  # compiles at its first step only
+    rows = np.arange(5)
+    eager_batch, compiled_batch = eager.host_batch(eager.train_data, rows), compiled.host_batch(compiled.train_data, rows)
+    assert compiled_batch.src_tokens.shape[1] % 8 == 0 and compiled_batch.tgt_out.shape[1] % 8 == 0
+    assert eager_batch.src_tokens.shape[1] == eager.train_data.src.lengths[rows].max() + 1  # the longest row + EOS
+
+
 def test_target_bucket_needs_batch_by_target(small_data, tmp_path):
     with pytest.raises(ConfigError, match="train.target_bucket: a width >= 1 with train.batch_by: target"):
         make_trainer(small_data, tmp_path, "train.target_bucket=4")

@@ -14,7 +14,7 @@ from ordo.config import load_config
 from ordo.data.batch import PAD_ID, Batch
 from ordo.data.batching import collate
 from ordo.losses import dense_output_nll, output_nll
-from ordo.training.compiled import forward_losses
+from ordo.training.compiled import batch_pad_multiple, forward_losses
 
 VOCAB = 30
 
@@ -122,3 +122,11 @@ def test_lengths_padded_to_a_multiple_give_the_same_loss_and_gradients() -> None
             assert batch.src_tokens.shape == (3, 16) and batch.tgt_in.shape == (3, 8)  # 9 + EOS, 7 + BOS
     for plain, padded in zip(*results):
         torch.testing.assert_close(padded, plain, rtol=1e-5, atol=1e-6)
+
+
+def test_a_compiled_step_pads_lengths_to_8_unless_told_otherwise() -> None:
+    assert batch_pad_multiple(0, "default") == 8  # aligned lengths: one CUDA graph of inductor's kernels, not two
+    assert batch_pad_multiple(0, "reduce-overhead") == 8
+    assert batch_pad_multiple(0, "off") == 1  # eager: no padding beyond the longest row
+    assert batch_pad_multiple(3, "default") == 3
+    assert batch_pad_multiple(16, "off") == 16
