@@ -26,7 +26,9 @@ for a few rows of a wide layer (the output projection of a beam's rows most of a
 fixed overhead per call on narrow layers and single rows; for thousands of rows the two are level. So the
 first product of each (weight shape, row bucket) in a process runs on both backends, each timed, and the
 faster is kept for that key for the rest of the process (:func:`timed_choice`; the rule's backend unless the
-other is faster by :data:`TIMING_MARGIN`). Row buckets are powers of two (:func:`row_bucket`). The timing
+other is faster by :data:`TIMING_MARGIN`). Row buckets are powers of two (:func:`row_bucket`), and a oneDNN
+product without gradients above 16 rows pads them to a multiple of 16 (of 128 above 128 rows), since oneDNN
+builds a kernel for each row count it meets (:func:`_onednn_inference`). The timing
 costs a few extra products per key, once per process; a key that chose BLAS drops the packed weight it made.
 The translations of two processes can then differ where float32 rounding decides a near tie, as they can
 between ``blas`` and ``onednn``; set ``decode.cpu_gemm`` to either for bit-identical translations across
@@ -194,6 +196,22 @@ def _onednn_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | N
     return torch.ops.mkldnn._linear_pointwise(x.contiguous(), dense_weight, bias, "none", [], "")
 
 
+def _onednn_inference(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+    """x W^T + b by oneDNN on ``weight``'s packed copy, with the rows padded by zero rows to :func:`bucketed_rows`
+    and cut back after: oneDNN builds and keeps a kernel for each row count it meets, and a new one cost 2 to
+    4.5 times the product and about 1 MB that stays (measured on the AMD EPYC of bench/results/cpu_defaults.md),
+    while a decoding run's row count changes whenever a sentence of the batch finishes; padded, a weight sees
+    a few row counts (at most 15 padded rows up to 128, then at most 127: a few percent more work). Up to
+    :data:`SMALL_ROW_BUCKET` rows (a beam of one sentence) the rows stay as they are: there are few such
+    counts, and padding them would multiply the work of a product whose few rows are oneDNN's strength."""
+    rows = x.reshape(-1, x.size(-1))
+    padding = 0 if rows.size(0) <= SMALL_ROW_BUCKET else bucketed_rows(rows.size(0)) - rows.size(0)
+    if padding == 0:
+        return _onednn_linear(x, _packed(weight), bias)
+    y = _onednn_linear(F.pad(rows, (0, 0, 0, padding)), _packed(weight), bias)
+    return y[: rows.size(0)].view(*x.shape[:-1], weight.size(0))
+
+
 def _packed(weight: torch.Tensor) -> torch.Tensor:
     """``weight`` (M, K) in oneDNN's blocked layout: without packing, oneDNN reorders the weight on every call,
     which for the few rows of a decoding step costs about as much as the product itself, while packing a whole
@@ -260,7 +278,7 @@ def timed_choice(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | Non
     large product's timing is steadier), and each backend's fastest run counts, so that a run slowed by other
     work on the machine does not decide. A weight packed only for the timing is unpacked again if BLAS wins."""
     was_packed = _has_packed(weight)
-    runs = {"blas": lambda: F.linear(x, weight, bias), "onednn": lambda: _onednn_linear(x, _packed(weight), bias)}
+    runs = {"blas": lambda: F.linear(x, weight, bias), "onednn": lambda: _onednn_inference(x, weight, bias)}
     results = {"onednn": runs["onednn"]()}
     best = {"blas": float("inf"), "onednn": float("inf")}
     spent = 0.0
@@ -289,7 +307,7 @@ def _timed_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | No
         _choices[key], y = timed_choice(x, weight, bias)
         return y
     if choice == "onednn":
-        return _onednn_linear(x, _packed(weight), bias)
+        return _onednn_inference(x, weight, bias)
     return F.linear(x, weight, bias)
 
 
@@ -358,7 +376,7 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = No
         return F.linear(x, weight, bias)
     if _needs_grad(x, weight, bias):
         return _OneDnnLinear.apply(x, weight, bias)
-    return _onednn_linear(x, _packed(weight), bias)
+    return _onednn_inference(x, weight, bias)
 
 
 def matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:

@@ -1,6 +1,7 @@
 """ordo.gemm: float32 linear layers on oneDNN give torch's results and gradients, and the setting resolves
 per CPU."""
 
+import math
 from types import SimpleNamespace
 
 import pytest
@@ -183,6 +184,19 @@ def test_rows_are_not_padded_without_gradients_or_in_float32(monkeypatch):
         gemm.linear(torch.randn(2 * gemm.ROW_BUCKET, 16, requires_grad=True), weight)  # already a multiple
     assert rows == [39, 39, 2 * gemm.ROW_BUCKET]
     assert [gemm.bucketed_rows(n) for n in (1, 39, 128, 129, 300, 2769)] == [16, 48, 128, 256, 384, 2816]
+
+
+@needs_onednn
+def test_products_without_gradients_on_onednn_pad_their_rows_to_the_row_buckets(onednn_calls):
+    torch.manual_seed(5)
+    weight, bias = torch.randn(24, 16), torch.randn(24)
+    with gemm.cpu_gemm("onednn"), torch.no_grad():
+        for rows in range(1, 101):  # a decoding batch's rows as its sentences finish
+            x = torch.randn(2, rows, 16)
+            torch.testing.assert_close(gemm.linear(x, weight, bias), F.linear(x, weight, bias), rtol=1e-5, atol=1e-5)
+    rows_seen = {math.prod(shape[:-1]) for shape in onednn_calls}
+    few = {2, 4, 6, 8, 10, 12, 14, 16}  # a beam's few rows stay as they are
+    assert rows_seen == few | {32, 48, 64, 80, 96, 112, 128, 256}, "16 row counts for 100 (one kernel each)"
 
 
 def test_row_buckets_are_powers_of_two():
