@@ -191,7 +191,7 @@ class TokenArray:
         self.tokens = tokens
         self.offsets = offsets
         self.prefix = Path(prefix)
-        self.lengths: np.ndarray = np.diff(offsets).astype(np.int64)  # (n,) values per row
+        self.lengths: np.ndarray = np.diff(offsets).astype(np.int32)  # (n,) values per row: 4 bytes each
 
     @classmethod
     def open(cls, prefix: Path) -> TokenArray:

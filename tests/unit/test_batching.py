@@ -3,7 +3,7 @@
 import numpy as np
 
 from ordo.data.batch import BOS_ID, EOS_ID, PAD_ID
-from ordo.data.batching import collate, epoch_batches
+from ordo.data.batching import collate, epoch_batches, index_dtype
 
 
 def lengths(n=500, seed=0):
@@ -27,6 +27,12 @@ def test_same_seed_epoch_same_batches_other_epoch_differs():
     c = epoch_batches(src, tgt, 300, seed=1, epoch=2)
     assert all(np.array_equal(x, y) for x, y in zip(a, b))
     assert not all(np.array_equal(x, y) for x, y in zip(a, c))
+
+
+def test_an_epochs_order_is_held_in_4_bytes_a_pair_below_2_to_the_31_pairs():
+    src, tgt = lengths()
+    assert all(b.dtype == np.int32 for b in epoch_batches(src, tgt, 300, seed=1, epoch=1))
+    assert index_dtype(2**31 - 1) is np.int32 and index_dtype(2**31) is np.int64
 
 
 def padded_source(batches, src):
