@@ -26,10 +26,13 @@ for a few rows of a wide layer (the output projection of a beam's rows most of a
 fixed overhead per call on narrow layers and single rows; for thousands of rows the two are level. So the
 first product of each (weight shape, row bucket) in a process runs on both backends, each timed, and the
 faster is kept for that key for the rest of the process (:func:`timed_choice`; the rule's backend unless the
-other is faster by :data:`TIMING_MARGIN`). Row buckets are powers of two (:func:`row_bucket`), and a oneDNN
-product without gradients above 16 rows pads them to a multiple of 16 (of 128 above 128 rows), since oneDNN
-builds a kernel for each row count it meets (:func:`_onednn_inference`). The timing
-costs a few extra products per key, once per process; a key that chose BLAS drops the packed weight it made.
+other is faster by :func:`timing_margin`), except that a product BLAS finishes faster than oneDNN can run any
+product (:func:`onednn_floor`) keeps BLAS untimed. A key is timed only once its products have taken
+:func:`timing_after` on the rule's backend: the timing costs a few milliseconds (oneDNN builds a kernel for
+the shape, and both backends run), which a key used a few times would not pay back, and this way the timing
+costs at most a share of the time the key has taken so far. Row buckets are powers of two (:func:`row_bucket`), and a
+oneDNN product without gradients pads its rows (:func:`inference_rows`), since oneDNN builds a kernel for each
+row count it meets (:func:`_onednn_inference`). A key that chose BLAS drops the packed weight its timing made.
 The translations of two processes can then differ where float32 rounding decides a near tie, as they can
 between ``blas`` and ``onednn``; set ``decode.cpu_gemm`` to either for bit-identical translations across
 processes.
@@ -54,7 +57,7 @@ import functools
 import platform
 import time
 import weakref
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import torch
@@ -68,6 +71,8 @@ _active: str = "blas"  # the resolved backend inside the innermost :func:`cpu_ge
 _timed: bool = False  # whether that block chooses per product by timing (module docstring)
 # (out features, in features, row bucket, threads) -> the faster backend, timed once per process
 _choices: dict[tuple[int, int, int, int], str] = {}
+_floors: dict[int, float] = {}  # threads -> oneDNN's least seconds per product (onednn_floor)
+_untimed_seconds: dict[tuple[int, int, int, int], float] = {}  # key -> seconds its products took before timing
 _packed_weights: WeakIdKeyDictionary | None = None  # trained weight -> packed copy, for the outermost block's life
 # frozen weights: id(weight) -> (a weak reference to it, its version, packed copy); a plain dict, as a lookup
 # happens for every product of a decoding step, and the reference's callback drops the entry with the weight
@@ -75,9 +80,12 @@ _packed_frozen: dict[int, tuple[weakref.ref, int | None, torch.Tensor]] = {}
 PACK_ROWS = 8  # the row count oneDNN is told to expect when packing (the layout it picks serves any count)
 ROW_BUCKET = 128  # bf16 training products on a CPU see row counts that are multiples of this (module docstring)
 SMALL_ROW_BUCKET = 16  # ... or, up to ROW_BUCKET rows (an RNN's time step), multiples of this
-TIMING_MARGIN = 0.05  # a timed choice leaves the rule's backend only for one faster by this share
-TIMING_SAMPLES = (2, 5)  # timed runs of each backend per key: at least, and at most ...
+TIMING_MARGIN = 0.05  # a timed choice leaves the rule's backend only for one faster by this share ...
+WIDE_TIMING_MARGIN = 0.2  # ... and above SMALL_ROW_BUCKET rows by this one (timing_margin)
+TIMING_SAMPLES = (1, 5)  # timed runs of each backend per key after the first: at least, and at most ...
 TIMING_BUDGET_S = 0.002  # ... more than the least only while both backends' runs so far took less than this
+TIMING_AFTER_S = 0.01  # a key is timed once its products have taken this long on the rule's backend ...
+FEW_ROWS_TIMING_AFTER_S = 0.002  # ... or this long, for up to SMALL_ROW_BUCKET rows (timing_after)
 
 
 @functools.cache
@@ -197,19 +205,37 @@ def _onednn_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | N
 
 
 def _onednn_inference(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
-    """x W^T + b by oneDNN on ``weight``'s packed copy, with the rows padded by zero rows to :func:`bucketed_rows`
-    and cut back after: oneDNN builds and keeps a kernel for each row count it meets, and a new one cost 2 to
-    4.5 times the product and about 1 MB that stays (measured on the AMD EPYC of bench/results/cpu_defaults.md),
-    while a decoding run's row count changes whenever a sentence of the batch finishes; padded, a weight sees
-    a few row counts (at most 15 padded rows up to 128, then at most 127: a few percent more work). Up to
-    :data:`SMALL_ROW_BUCKET` rows (a beam of one sentence) the rows stay as they are: there are few such
-    counts, and padding them would multiply the work of a product whose few rows are oneDNN's strength."""
+    """x W^T + b by oneDNN on ``weight``'s packed copy, with the rows padded by zero rows to
+    :func:`inference_rows` and cut back after: oneDNN builds and keeps a kernel for each row count it meets, and
+    a new one costs 3 to 9 times a repeated product of the small preset's layers and about 0.5 MB that stays
+    (``bench/results/gemm_decode_costs.md``), while a decoding run's row count changes whenever a sentence of
+    the batch finishes; padded, a weight meets a few row counts for at most 1/8 more rows above 128."""
+    return _padded_product(x, inference_rows(x.numel() // max(x.size(-1), 1)), weight.size(0),
+                           lambda rows: _onednn_linear(rows, _packed(weight), bias))
+
+
+def _padded_product(
+    x: torch.Tensor, padded_rows: int, out_features: int, product: Callable[[torch.Tensor], torch.Tensor]
+) -> torch.Tensor:
+    """``product`` of ``x``'s rows padded by zero rows to ``padded_rows``, the padded rows cut off again; the
+    product of ``x`` itself where no padding is needed."""
     rows = x.reshape(-1, x.size(-1))
-    padding = 0 if rows.size(0) <= SMALL_ROW_BUCKET else bucketed_rows(rows.size(0)) - rows.size(0)
+    padding = padded_rows - rows.size(0)
     if padding == 0:
-        return _onednn_linear(x, _packed(weight), bias)
-    y = _onednn_linear(F.pad(rows, (0, 0, 0, padding)), _packed(weight), bias)
-    return y[: rows.size(0)].view(*x.shape[:-1], weight.size(0))
+        return product(x)
+    return product(F.pad(rows, (0, 0, 0, padding)))[: rows.size(0)].view(*x.shape[:-1], out_features)
+
+
+def inference_rows(rows: int) -> int:
+    """The row count a oneDNN product without gradients runs at (:func:`_onednn_inference`): up to
+    :data:`SMALL_ROW_BUCKET` rows (a beam of one sentence) as they are, since there are few such counts and
+    padding would multiply the work of the few rows where oneDNN wins most; above, rounded up to a multiple of
+    SMALL_ROW_BUCKET or of a sixteenth of :func:`row_bucket`, whichever is larger (15 counts up to 256 rows,
+    then 8 per doubling)."""
+    if rows <= SMALL_ROW_BUCKET:
+        return rows
+    step = max(SMALL_ROW_BUCKET, row_bucket(rows) // 16)
+    return -(-rows // step) * step
 
 
 def _packed(weight: torch.Tensor) -> torch.Tensor:
@@ -262,49 +288,101 @@ def row_bucket(rows: int) -> int:
     return 1 << max(rows - 1, 0).bit_length()
 
 
-def pick(blas_seconds: float, onednn_seconds: float, preferred: str) -> str:
+def pick(blas_seconds: float, onednn_seconds: float, preferred: str, margin: float = TIMING_MARGIN) -> str:
     """The backend a timed choice keeps: ``preferred`` (the rule's) unless the other took less by more than
-    :data:`TIMING_MARGIN` of its time."""
+    ``margin`` of its time."""
     if preferred == "onednn":
-        return "blas" if blas_seconds < onednn_seconds * (1 - TIMING_MARGIN) else "onednn"
-    return "onednn" if onednn_seconds < blas_seconds * (1 - TIMING_MARGIN) else "blas"
+        return "blas" if blas_seconds < onednn_seconds * (1 - margin) else "onednn"
+    return "onednn" if onednn_seconds < blas_seconds * (1 - margin) else "blas"
+
+
+def timing_margin(rows: int) -> float:
+    """The share by which a timed choice for a product of ``rows`` rows must be faster to leave the rule's
+    backend: :data:`TIMING_MARGIN` up to :data:`SMALL_ROW_BUCKET` rows, :data:`WIDE_TIMING_MARGIN` above, where
+    oneDNN, once chosen for a row bucket, builds a kernel for each padded count the bucket meets
+    (:func:`inference_rows`), a cost the timing at one count does not see."""
+    return TIMING_MARGIN if rows <= SMALL_ROW_BUCKET else WIDE_TIMING_MARGIN
+
+
+def timing_after(rows: int) -> float:
+    """Seconds the products of a key of ``rows`` rows take on the rule's backend before the key is timed:
+    :data:`FEW_ROWS_TIMING_AFTER_S` up to :data:`SMALL_ROW_BUCKET` rows (a beam of one sentence, the rows of
+    every step of a server's requests, where oneDNN gains most and its kernels are few),
+    :data:`TIMING_AFTER_S` above."""
+    return FEW_ROWS_TIMING_AFTER_S if rows <= SMALL_ROW_BUCKET else TIMING_AFTER_S
+
+
+def onednn_floor() -> float:
+    """Seconds of oneDNN's fastest product of one row by a 16 x 16 packed weight on this process's threads,
+    measured once per thread count: its cost per call, below which no product of oneDNN's can come (about
+    40 us on the AMD EPYC of ``bench/results/cpu_defaults.md``, where torch's BLAS takes 5-15 us for the tiny
+    preset's products of a beam)."""
+    threads = torch.get_num_threads()
+    if threads not in _floors:
+        x, packed = torch.ones(1, 16), _pack(torch.ones(16, 16))
+        _onednn_linear(x, packed, None)
+        _floors[threads] = min(_seconds(lambda: _onednn_linear(x, packed, None)) for _ in range(TIMING_SAMPLES[1]))
+    return _floors[threads]
+
+
+def _seconds(call: Callable[[], object]) -> float:
+    """Wall seconds one call of ``call`` takes."""
+    start = time.perf_counter()
+    call()
+    return time.perf_counter() - start
 
 
 def timed_choice(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> tuple[str, torch.Tensor]:
-    """Time the product x W^T + b on both backends and return the faster (:func:`pick`) with its result.
+    """Time the product x W^T + b on both backends and return the faster (:func:`pick` with
+    :func:`timing_margin`) with its result.
 
-    oneDNN runs once untimed first (it packs the weight and builds its kernel for the shape); then the two
-    alternate, :data:`TIMING_SAMPLES` runs each (the most while they stay under :data:`TIMING_BUDGET_S`: a
-    large product's timing is steadier), and each backend's fastest run counts, so that a run slowed by other
-    work on the machine does not decide. A weight packed only for the timing is unpacked again if BLAS wins."""
+    BLAS runs first, timed: a product it finishes in less than oneDNN's least cost per call
+    (:func:`onednn_floor`) keeps BLAS without packing the weight for oneDNN. Otherwise oneDNN runs once untimed
+    (it packs the weight and builds its kernel for the shape); then the two alternate, :data:`TIMING_SAMPLES`
+    runs each (the most while they stay under :data:`TIMING_BUDGET_S`: a large product's timing is steadier),
+    and each backend's fastest run counts, so that a run slowed by other work on the machine does not decide.
+    A weight packed only for the timing is unpacked again if BLAS wins."""
+    results: dict[str, torch.Tensor] = {}
+
+    def run(name: str) -> float:
+        start = time.perf_counter()
+        results[name] = F.linear(x, weight, bias) if name == "blas" else _onednn_inference(x, weight, bias)
+        return time.perf_counter() - start
+
+    best = {"blas": run("blas"), "onednn": float("inf")}
+    if best["blas"] < onednn_floor():
+        return "blas", results["blas"]
     was_packed = _has_packed(weight)
-    runs = {"blas": lambda: F.linear(x, weight, bias), "onednn": lambda: _onednn_inference(x, weight, bias)}
-    results = {"onednn": runs["onednn"]()}
-    best = {"blas": float("inf"), "onednn": float("inf")}
-    spent = 0.0
+    run("onednn")
+    spent = best["blas"]
     least, most = TIMING_SAMPLES
     for sample in range(most):
         if sample >= least and spent >= TIMING_BUDGET_S:
             break
-        for name in ("blas", "onednn"):
-            start = time.perf_counter()
-            results[name] = runs[name]()
-            seconds = time.perf_counter() - start
+        for name in ("onednn", "blas"):
+            seconds = run(name)
             best[name] = min(best[name], seconds)
             spent += seconds
-    choice = pick(best["blas"], best["onednn"], _active)
+    choice = pick(best["blas"], best["onednn"], _active, timing_margin(x.numel() // max(x.size(-1), 1)))
     if choice == "blas" and not was_packed:
         _drop_packed(weight)
     return choice, results[choice]
 
 
 def _timed_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
-    """x W^T + b on the backend timed fastest for its key (weight shape, row bucket, threads), timing it at the
-    key's first product (:func:`timed_choice`)."""
-    key = (weight.size(0), weight.size(1), row_bucket(x.numel() // max(x.size(-1), 1)), torch.get_num_threads())
+    """x W^T + b on the backend timed fastest for its key (weight shape, row bucket, threads): on the rule's
+    backend until the key's products have taken :func:`timing_after`, then timed once (:func:`timed_choice`)."""
+    rows = x.numel() // max(x.size(-1), 1)
+    key = (weight.size(0), weight.size(1), row_bucket(rows), torch.get_num_threads())
     choice = _choices.get(key)
     if choice is None:
-        _choices[key], y = timed_choice(x, weight, bias)
+        spent = _untimed_seconds.get(key, 0.0)
+        if spent >= timing_after(rows):
+            _choices[key], y = timed_choice(x, weight, bias)
+            return y
+        start = time.perf_counter()
+        y = _onednn_inference(x, weight, bias) if _active == "onednn" else F.linear(x, weight, bias)
+        _untimed_seconds[key] = spent + time.perf_counter() - start
         return y
     if choice == "onednn":
         return _onednn_inference(x, weight, bias)
@@ -355,13 +433,10 @@ def buckets_rows(x: torch.Tensor, dtype: torch.dtype | None = None) -> bool:
 
 
 def _bucketed_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
-    """``F.linear`` of ``x`` with its rows padded by zero rows to :func:`bucketed_rows` and cut back after."""
-    rows = x.reshape(-1, x.size(-1))
-    padding = bucketed_rows(rows.size(0)) - rows.size(0)
-    if padding == 0:
-        return F.linear(x, weight, bias)
-    padded = F.pad(rows.to(torch.bfloat16), (0, 0, 0, padding))  # cast first: the padding copies half the bytes
-    return F.linear(padded, weight, bias)[: rows.size(0)].view(*x.shape[:-1], weight.size(0))
+    """``F.linear`` of ``x`` with its rows padded by zero rows to :func:`bucketed_rows` and cut back after; the
+    rows are cast to bf16 before the padding copies them (half the bytes)."""
+    padded_rows = bucketed_rows(x.numel() // max(x.size(-1), 1))
+    return _padded_product(x.to(torch.bfloat16), padded_rows, weight.size(0), lambda rows: F.linear(rows, weight, bias))
 
 
 def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:

@@ -187,7 +187,7 @@ def test_rows_are_not_padded_without_gradients_or_in_float32(monkeypatch):
 
 
 @needs_onednn
-def test_products_without_gradients_on_onednn_pad_their_rows_to_the_row_buckets(onednn_calls):
+def test_products_without_gradients_on_onednn_pad_their_rows_to_few_counts(onednn_calls):
     torch.manual_seed(5)
     weight, bias = torch.randn(24, 16), torch.randn(24)
     with gemm.cpu_gemm("onednn"), torch.no_grad():
@@ -196,7 +196,9 @@ def test_products_without_gradients_on_onednn_pad_their_rows_to_the_row_buckets(
             torch.testing.assert_close(gemm.linear(x, weight, bias), F.linear(x, weight, bias), rtol=1e-5, atol=1e-5)
     rows_seen = {math.prod(shape[:-1]) for shape in onednn_calls}
     few = {2, 4, 6, 8, 10, 12, 14, 16}  # a beam's few rows stay as they are
-    assert rows_seen == few | {32, 48, 64, 80, 96, 112, 128, 256}, "16 row counts for 100 (one kernel each)"
+    assert rows_seen == few | set(range(32, 209, 16)), "20 row counts for 100 (one kernel each)"
+    padded = [gemm.inference_rows(n) for n in (1, 16, 17, 129, 200, 257, 300, 2769)]
+    assert padded == [1, 16, 32, 144, 208, 288, 320, 2816], "at most 1/8 more rows above 128"
 
 
 def test_row_buckets_are_powers_of_two():
@@ -209,6 +211,9 @@ def test_a_timed_choice_leaves_the_rules_backend_only_for_one_faster_by_the_marg
     assert gemm.pick(1.0, 1.0 - 2 * margin, "blas") == "onednn"
     assert gemm.pick(1.0 - margin / 2, 1.0, "onednn") == "onednn"
     assert gemm.pick(1.0 - 2 * margin, 1.0, "onednn") == "blas"
+    few, more = gemm.SMALL_ROW_BUCKET, gemm.SMALL_ROW_BUCKET + 1
+    assert gemm.timing_margin(few) == margin < gemm.timing_margin(more), "oneDNN must win by more above a beam"
+    assert gemm.timing_after(few) < gemm.timing_after(more), "a beam's rows are timed sooner"
 
 
 @pytest.fixture
@@ -232,6 +237,9 @@ def fake_costs(monkeypatch) -> dict[str, object]:
     monkeypatch.setattr(gemm, "_onednn_linear", onednn)
     monkeypatch.setattr(gemm, "time", SimpleNamespace(perf_counter=lambda: state["now"]))
     monkeypatch.setattr(gemm, "_choices", {})
+    monkeypatch.setattr(gemm, "_floors", {torch.get_num_threads(): 0.0})  # no product is below oneDNN's floor
+    monkeypatch.setattr(gemm, "_untimed_seconds", {})
+    monkeypatch.setattr(gemm, "timing_after", lambda rows: 0.0)  # each key timed at its first product
     return state
 
 
@@ -256,6 +264,50 @@ def test_timed_auto_times_each_shape_once_and_keeps_the_faster_backend(fake_cost
         layer(torch.randn(9, 16))  # the next bucket is timed anew
     assert len(gemm._choices) == 2
     assert gemm._has_packed(layer.weight) == (faster == "onednn"), "a weight packed for nothing is let go"
+
+
+@needs_onednn
+@pytest.mark.parametrize(("rows", "faster"), [(5, "onednn"), (40, "blas")])
+def test_above_a_beams_rows_onednn_must_win_by_the_wide_margin(fake_costs, monkeypatch, rows, faster):
+    fake_costs["onednn"] = 1e-4 * (1 - (gemm.TIMING_MARGIN + gemm.WIDE_TIMING_MARGIN) / 2)
+    monkeypatch.setattr(gemm, "resolve", lambda backend: "blas")  # the rule's backend, whatever this CPU's
+    with gemm.cpu_gemm("auto", timed=True), torch.no_grad():
+        gemm.linear(torch.randn(rows, 16), torch.randn(40, 16))
+    assert list(gemm._choices.values()) == [faster]
+
+
+@needs_onednn
+@pytest.mark.parametrize("rule", ["blas", "onednn"])
+def test_a_key_is_timed_once_its_products_have_taken_the_threshold(fake_costs, monkeypatch, rule):
+    monkeypatch.setattr(gemm, "resolve", lambda backend: rule)
+    monkeypatch.setattr(gemm, "timing_after", lambda rows: 2.5e-4)
+    if rule == "blas":
+        fake_costs.update(blas=1e-4, onednn=5e-5)
+    else:
+        fake_costs["blas"] = 2e-4
+    weight = torch.randn(40, 16)
+    with gemm.cpu_gemm("auto", timed=True), torch.no_grad():
+        for _ in range(3):  # 3e-4 on the rule's backend
+            gemm.linear(torch.randn(5, 16), weight)
+        assert fake_costs["calls"] == [rule] * 3 and gemm._choices == {}, "on the rule's backend, untimed"
+        gemm.linear(torch.randn(5, 16), weight)
+        assert list(gemm._choices.values()) == ["onednn"] and len(fake_costs["calls"]) > 5, "timed"
+
+
+@needs_onednn
+def test_a_product_faster_than_onednns_floor_keeps_blas_untimed(fake_costs, monkeypatch):
+    monkeypatch.setattr(gemm, "_floors", {})
+    fake_costs["onednn"] = 3e-4  # the floor's product too
+    weight = torch.randn(40, 16)
+    with gemm.cpu_gemm("auto", timed=True), torch.no_grad():
+        y = gemm.linear(torch.randn(5, 16), weight)
+        assert gemm._floors == {torch.get_num_threads(): pytest.approx(3e-4)}
+        floor_calls = ["onednn"] * (gemm.TIMING_SAMPLES[1] + 1)  # the floor's product, once untimed
+        assert fake_costs["calls"] == ["blas", *floor_calls], "one BLAS product, oneDNN never tried on it"
+        assert y.shape == (5, 40) and not gemm._has_packed(weight)
+        fake_costs["blas"] = 4e-4  # slower than the floor: timed
+        gemm.linear(torch.randn(9, 16), weight)
+    assert gemm._choices == {(40, 16, 8, torch.get_num_threads()): "blas", (40, 16, 16, torch.get_num_threads()): "onednn"}
 
 
 @needs_onednn
