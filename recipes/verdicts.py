@@ -27,6 +27,7 @@ own; a claim with no runs yet needs none.
 
 from __future__ import annotations
 
+import os
 import re
 import statistics
 import sys
@@ -188,18 +189,18 @@ def missing_files(folder: Path, spec: dict, splits: Sequence[str] = ("train", "v
 
 
 def stored_path(folder: Path) -> str:
-    """``folder`` as a run's settings record it (``corpus_dir``): relative to the checkout when it lies inside it
-    (the same place in another checkout), else absolute."""
-    resolved = folder.resolve()
-    return str(resolved.relative_to(ROOT.resolve()) if resolved.is_relative_to(ROOT.resolve()) else resolved)
+    """``folder`` as a run's settings record it (``corpus_dir``): relative to the checkout (``../shared/data/...``
+    for a corpus beside it), so that committed settings name no path of one machine."""
+    return os.path.relpath(folder.resolve(), ROOT.resolve())
 
 
 def recorded_corpus_folders(hyps_root: Path, corpus: str) -> list[Path]:
     """The corpus folders the recorded runs of ``corpus`` trained on (the ``corpus_dir`` of every
-    ``hyps_root/CORPUS/SET/SYSTEM.seedN.yaml``; a relative one lies in the checkout), each once, in set and
+    ``hyps_root/CORPUS/SET/SYSTEM.seedN.yaml``, relative to the checkout), each once, in set and
     file name order."""
     settings = [read_yaml(path) or {} for path in sorted((hyps_root / corpus).glob("*/*.seed*.yaml"))]
-    return list(dict.fromkeys(ROOT / str(run["corpus_dir"]) for run in settings if "corpus_dir" in run))
+    return list(dict.fromkeys(Path(os.path.normpath(ROOT / str(run["corpus_dir"])))
+                              for run in settings if "corpus_dir" in run))
 
 
 def default_corpus_folder(spec: dict, data_root: Path = SHARED_DATA) -> Path:
