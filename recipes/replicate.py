@@ -23,10 +23,20 @@ where there is none. ``queue`` works that list off, each time the next run no ot
 takes the same lock), until every run is recorded or held by another process: two workers of one thread each,
 started side by side, share the list.
 
-usage: python recipes/replicate.py run --suite enja_verdict [--work DIR] [--oracle] SYSTEM.seedN [...]
+A suite's corpus folder is ``run --data-dir DIR`` where given, else the one its corpus's recorded runs trained
+on, else the suite's own: suite.yaml's ``data_dir`` (relative to the checkout: the paper-scale suites, e.g.
+wmt14_verdict's data/wmt14_ende, where recipes/wmt14_ende/run.sh --download writes it), or ../shared/data/CORPUS.
+Each run records the folder in its settings (``corpus_dir``), and ``tables`` reads the test references from
+there again (``tables --data-dir CORPUS=DIR`` names another). A folder that lacks one of the suite's splits
+stops the run, naming the files. A suite that needs a GPU (``needs_gpu``) is refused on a CPU, but in a trial
+(``--trial-steps N --trial-set KEY=VALUE ... --hyps DIR``: the whole pipeline at a tiny budget, for tests).
+
+usage: python recipes/replicate.py run --suite enja_verdict [--data-dir DIR] [--work DIR] [--oracle]
+           [--hyps DIR [--trial-steps N] [--trial-set KEY=VALUE ...]] SYSTEM.seedN [...]
        python recipes/replicate.py pending [--suite SUITE ...] [--threads N]
        python recipes/replicate.py queue [--suite SUITE ...] [--threads N]
        python recipes/replicate.py tables [--out bench/results/verdicts.md] [--results bench/RESULTS.md]
+           [--data-dir CORPUS=DIR ...]
 """
 
 from __future__ import annotations
@@ -57,7 +67,19 @@ from ordo.data.textio import atomic_write, read_lines, read_yaml
 from ordo.device import resolve_device
 from ordo.precision import amp_dtype
 from recipes.compare import RECIPES, ROOT, data_folder, folder_lock, prepare, system_entry, train
-from recipes.verdicts import read_claims, seeds_of, split_seed, suite_folder, write_tables
+from recipes.verdicts import (
+    SHARED_DATA,
+    CorpusFolders,
+    default_corpus_folder,
+    missing_files,
+    read_claims,
+    recorded_corpus_folders,
+    seeds_of,
+    split_seed,
+    stored_path,
+    suite_folder,
+    write_tables,
+)
 
 HYPS = ROOT / "bench" / "results" / "hyps"
 VALID_LINE = re.compile(r"valid \| update (\d+) \| loss ([0-9.]+)")
@@ -74,8 +96,14 @@ def parse_args() -> argparse.Namespace:
     run = verbs.add_parser("run", help="train, translate and record systems")
     run.add_argument("systems", nargs="+", metavar="SYSTEM.seedN", help="names from the suite's systems.yaml")
     run.add_argument("--suite", required=True, help="folder of recipes/ with suite.yaml and the configs")
-    run.add_argument("--data-dir", type=Path, help="corpus folder (default: the suite's, in ../shared/data)")
+    run.add_argument("--data-dir", type=Path, help="corpus folder (default: the one the corpus's recorded runs "
+                     "trained on, else the suite's: suite.yaml's data_dir, or ../shared/data/CORPUS)")
     run.add_argument("--work", type=Path, help="default: work/SUITE")
+    run.add_argument("--hyps", type=Path, help=f"where the runs record (default: {HYPS.relative_to(ROOT)})")
+    run.add_argument("--trial-steps", type=int, help="for tests: train this many updates, not the suite's "
+                     "(allowed on a CPU for a suite that needs a GPU; needs --hyps)")
+    run.add_argument("--trial-set", action="append", default=[], metavar="KEY=VALUE",
+                     help="for tests, with --trial-steps: an override of every run (e.g. a tiny model)")
     run.add_argument("--oracle", action="store_true", help="train on the target-order source corpus")
     run.add_argument("--threads", type=int, help="CPU threads per run (default: the suite's train.yaml); two queues "
                      "of one thread each train about 20%% more updates per hour on 2 cores than one of two")
@@ -88,12 +116,23 @@ def parse_args() -> argparse.Namespace:
     tables = verbs.add_parser("tables", help="rebuild the verdicts table from bench/results/hyps/")
     tables.add_argument("--hyps", type=Path, default=HYPS,
                         help="folder of CORPUS/SET/SYSTEM.seedN.txt (default: %(default)s)")
-    tables.add_argument("--data-root", type=Path, default=ROOT.parent / "shared" / "data", help="corpus folders")
+    tables.add_argument("--data-root", type=Path, default=SHARED_DATA,
+                        help="folder of the corpus folders of the suites that name no data_dir (default: %(default)s)")
+    tables.add_argument("--data-dir", action="append", default=[], metavar="CORPUS=DIR", type=corpus_dir_arg,
+                        help="the corpus folder of CORPUS (default: the one its runs recorded, else its suite's)")
     tables.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "verdicts.md")
     tables.add_argument("--results", type=lambda value: Path(value) if value else None,
                         default=ROOT / "bench" / "RESULTS.md",
                         help="document whose tables are replaced too (default: %(default)s; '' for none)")
     return parser.parse_args()
+
+
+def corpus_dir_arg(value: str) -> tuple[str, Path]:
+    """A ``CORPUS=DIR`` argument as (CORPUS, DIR)."""
+    corpus, sep, folder = value.partition("=")
+    if not sep or not corpus or not folder:
+        raise argparse.ArgumentTypeError(f"{value!r}: expected CORPUS=DIR, e.g. wmt14_ende=data/wmt14_ende")
+    return corpus, Path(folder)
 
 
 def git(*args: str) -> subprocess.CompletedProcess:
@@ -253,16 +292,39 @@ def record(run_dir: Path, settings: dict, sources: list[str], hyps_path: Path, s
 
 
 @dataclass(frozen=True)
+class Trial:
+    """A test of a suite's whole pipeline at a tiny budget: ``steps`` updates instead of the suite's, and
+    ``overrides`` over every run's settings (e.g. a tiny model on the CPU). Its runs record the trial in their
+    settings, and may train a suite that needs a GPU on a CPU."""
+
+    steps: int
+    overrides: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class SuiteRuns:
     """Where the runs of a suite (a folder of recipes/ with suite.yaml and the configs) train: its corpus folder
-    (None: the suite's, in ../shared/data), work folder (None: work/SUITE), whether on the target-order source
-    corpus (``oracle``) and the CPU threads of each run (None: the suite's train.yaml)."""
+    (None: :func:`corpus_folder` finds it), work folder (None: work/SUITE), whether on the target-order source
+    corpus (``oracle``), the CPU threads of each run (None: the suite's train.yaml), the folder the runs record
+    in (None: :data:`HYPS`) and, for tests only, a :class:`Trial`."""
 
     suite: str
     data_dir: Path | None = None
     work: Path | None = None
     oracle: bool = False
     threads: int | None = None
+    hyps: Path | None = None
+    trial: Trial | None = None
+
+    @property
+    def hyps_root(self) -> Path:
+        """The folder of CORPUS/SET/SYSTEM.seedN files the runs record in."""
+        return self.hyps or HYPS
+
+    @property
+    def extra_overrides(self) -> list[str]:
+        """The trial's overrides of every run (none outside a trial)."""
+        return list(self.trial.overrides) if self.trial else []
 
 
 @dataclass(frozen=True)
@@ -281,8 +343,10 @@ class PlannedRun:
 
 
 def plan_run(runs: SuiteRuns, label: str) -> PlannedRun:
-    """How ``label`` of ``runs.suite`` runs here; stops for an unknown system or an uncommitted checkout. Its run
-    folder, ``WORK/runs/SET/COMMIT/SYSTEM.seedN``, is never resumed on another set or at another commit."""
+    """How ``label`` of ``runs.suite`` runs here; stops for an unknown system, an uncommitted checkout, or a
+    suite that needs a GPU (suite.yaml's ``needs_gpu``) on a machine that trains on its CPU, outside a
+    :class:`Trial`. Its run folder, ``WORK/runs/SET/COMMIT/SYSTEM.seedN``, is never resumed on another set or at
+    another commit."""
     suite = RECIPES / runs.suite
     systems = read_yaml(suite / "systems.yaml")
     name, seed = split_seed(label)
@@ -292,20 +356,40 @@ def plan_run(runs: SuiteRuns, label: str) -> PlannedRun:
     commit = commit_id()
     prepare_file, overrides = system_entry(name, systems[name])
     overrides = [*overrides, f"train.seed={seed}"]
-    machine = machine_settings(train_settings(suite, overrides, runs.threads))
+    machine = machine_settings(train_settings(suite, [*runs.extra_overrides, *overrides], runs.threads))
+    if read_yaml(suite / "suite.yaml").get("needs_gpu") and machine["device"] == "cpu" and runs.trial is None:
+        sys.exit(f"{runs.suite} needs a GPU (its suite.yaml's needs_gpu) and this machine trains on its CPU")
     work = (runs.work or ROOT / "work" / runs.suite) / ("oracle" if runs.oracle else "")
     recorded = f"oracle_{name}" if runs.oracle else name  # beside the corpus's other systems
     settings = {"system": recorded, "seed": seed, "overrides": overrides, "commit": commit, **machine}
+    if runs.trial:
+        settings["trial"] = {"steps": runs.trial.steps, "overrides": list(runs.trial.overrides)}
     return PlannedRun(name, seed, recorded, prepare_file, overrides, settings, set_name(machine),
                       work / "runs" / set_name(machine) / commit[:12] / label)
 
 
-def prepared_data(runs: SuiteRuns, spec: dict, prepare_file: str) -> tuple[Path, Path]:
-    """(corpus folder, prepared data folder) of a run of ``runs.suite`` with ``prepare_file``, prepared once
-    (``runs.oracle``: the target-order source corpus, from the suite's aligned data)."""
+def corpus_folder(runs: SuiteRuns, spec: dict) -> Path:
+    """The corpus folder the runs of ``runs.suite`` (``spec`` its suite.yaml) train on: ``runs.data_dir`` where
+    given, else the first existing folder the corpus's recorded runs trained on
+    (:func:`recipes.verdicts.recorded_corpus_folders`), else the suite's own
+    (:func:`recipes.verdicts.default_corpus_folder`); stops, naming the files, when it lacks one of the suite's
+    splits."""
+    recorded = [folder for folder in recorded_corpus_folders(runs.hyps_root, spec["corpus"]) if folder.is_dir()]
+    folder = runs.data_dir or (recorded[0] if recorded else default_corpus_folder(spec))
+    missing = missing_files(folder, spec)
+    if missing:
+        sys.exit(f"{folder}: no {', '.join(missing)} (the {runs.suite} suite's splits "
+                 f"{', '.join(f'{split}: {name}' for split, name in spec['splits'].items())}, {spec['src']} -> "
+                 f"{spec['tgt']}): give its corpus folder with --data-dir DIR")
+    return folder
+
+
+def prepared_data(runs: SuiteRuns, spec: dict, prepare_file: str, data_dir: Path) -> tuple[Path, Path]:
+    """(folder of the corpus files, prepared data folder) of a run of ``runs.suite`` with ``prepare_file`` on the
+    corpus in ``data_dir``, prepared once (``runs.oracle``: the target-order source corpus, from the suite's
+    aligned data)."""
     suite = RECIPES / runs.suite
     work = runs.work or ROOT / "work" / runs.suite
-    data_dir = runs.data_dir or ROOT.parent / "shared" / "data" / spec["corpus"]
     if runs.oracle:
         prepare(suite / "prepare.yaml", spec, data_dir, data_folder(work, "prepare.yaml"))
         data_dir = oracle_corpus(data_folder(work, "prepare.yaml"), spec, work / "oracle_corpus")
@@ -317,24 +401,28 @@ def prepared_data(runs: SuiteRuns, spec: dict, prepare_file: str) -> tuple[Path,
 
 def run_system(runs: SuiteRuns, label: str) -> bool:
     """Train and record one ``SYSTEM.seedN`` of ``runs.suite`` (``runs.oracle``: on the target-order source
-    corpus) in its set's folder, under a lock beside its run folder; False, doing nothing, when another process
-    holds the lock."""
+    corpus) in its set's folder, under a lock beside its run folder, its settings naming the corpus folder it
+    trained on (``corpus_dir``, where the tables find the references again); False, doing nothing, when another
+    process holds the lock."""
     spec = read_yaml(RECIPES / runs.suite / "suite.yaml")
     plan = plan_run(runs, label)
     with folder_lock(plan.run_dir, wait=False) as held:
         if not held:
             print(f"== {label}: another process is running it", flush=True)
             return False
-        hyps_path, settings_path = record_paths(HYPS / spec["corpus"] / plan.set, f"{plan.recorded}.seed{plan.seed}")
+        corpus_records = runs.hyps_root / spec["corpus"]
+        hyps_path, settings_path = record_paths(corpus_records / plan.set, f"{plan.recorded}.seed{plan.seed}")
         if hyps_path.exists():
             print(f"== {label}: recorded already ({hyps_path})", flush=True)
             return True
-        data_dir, data = prepared_data(runs, spec, plan.prepare_file)
+        corpus = corpus_folder(runs, spec)
+        data_dir, data = prepared_data(runs, spec, plan.prepare_file, corpus)
         if not runs.oracle:
-            keep_test_links(data, HYPS / spec["corpus"])
-        settings = {**plan.settings, "data": data.name, "data_hash": data_hash(data)}
-        train(RECIPES / runs.suite, label, plan.overrides, data, plan.run_dir, int(spec["steps"]), runs.threads, [],
-              int(spec["average_last"]))
+            keep_test_links(data, corpus_records)
+        settings = {**plan.settings, "data": data.name, "data_hash": data_hash(data), "corpus_dir": stored_path(corpus)}
+        steps = runs.trial.steps if runs.trial else int(spec["steps"])
+        train(RECIPES / runs.suite, label, plan.overrides, data, plan.run_dir, steps, runs.threads,
+              runs.extra_overrides, int(spec["average_last"]))
         sources = read_lines(data_dir / f"{spec['splits']['test']}.{spec['src']}.gz")
         record(plan.run_dir, settings, sources, hyps_path, settings_path)
     return True
@@ -444,18 +532,28 @@ def work_queue(claims: list[dict], suites: list[str] | None, threads: int | None
             return
 
 
+def suite_runs(args: argparse.Namespace) -> SuiteRuns:
+    """The runs ``run``'s arguments ask for; stops where a trial's options come without their own --hyps folder
+    (a trial never records beside the verdicts' runs)."""
+    trial = Trial(args.trial_steps, tuple(args.trial_set)) if args.trial_steps else None
+    if (trial or args.trial_set) and (not args.trial_steps or args.hyps is None or args.hyps.resolve() == HYPS):
+        sys.exit("--trial-steps N (and --trial-set) need their own --hyps DIR: a trial never records in "
+                 f"{HYPS.relative_to(ROOT)}")
+    return SuiteRuns(args.suite, args.data_dir, args.work, args.oracle, args.threads, args.hyps, trial)
+
+
 def main() -> None:
     args = parse_args()
     claims = read_claims()
     if args.verb == "run":
-        run_systems(SuiteRuns(args.suite, args.data_dir, args.work, args.oracle, args.threads), args.systems)
+        run_systems(suite_runs(args), args.systems)
     elif args.verb == "pending":
         print("".join(f"{run}\t{HYPS.relative_to(ROOT) / run.corpus / run.set}\n"
                       for run in selected_runs(claims, args.suites, args.threads)), end="")
     elif args.verb == "queue":
         work_queue(claims, args.suites, args.threads)
     else:
-        write_tables(claims, args.hyps, args.data_root, args.out, args.results)
+        write_tables(claims, args.hyps, CorpusFolders(args.data_root, dict(args.data_dir)), args.out, args.results)
 
 
 if __name__ == "__main__":

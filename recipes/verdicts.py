@@ -19,15 +19,20 @@ mean difference per common seed to the system it is compared with (bench/results
 figures go to bench/results/figures/: each comparison's gain with its interval and the paper's gain
 (verdicts_gains.png), each comparison's dev loss curves (verdicts_dev_loss.png), and each system's gain per third
 of reordering difficulty (verdicts_order_CORPUS_SET.png).
+
+The references are the test split of each corpus's folder (:class:`CorpusFolders`): the one given to the
+tables, else the one its runs recorded having trained on (``corpus_dir`` in their settings), else the suite's
+own; a claim with no runs yet needs none.
 """
 
 from __future__ import annotations
 
+import os
 import re
 import statistics
 import sys
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
@@ -54,11 +59,12 @@ from ordo.evaluation.seeds import (
     ribes_metric,
 )
 from ordo.evaluation.seeds import bleu_metric as seed_bleu_metric
-from recipes.compare import RECIPES
+from recipes.compare import RECIPES, ROOT
 
 FIRST_PASS = "first_pass"  # bench/results/hyps/CORPUS/first_pass: the runs before issue 40
 FIRST_PASS_NOTE = "first pass (mixed commits and machines)"
 NO_SET = "-"  # the set of a claim that has no runs anywhere yet
+SHARED_DATA = ROOT.parent / "shared" / "data"  # the corpus folders of the suites that name no data_dir
 
 
 def read_claims() -> list[dict]:
@@ -147,10 +153,10 @@ def differences(runs: list[dict]) -> list[str]:
     the data folder of one name (``data``: a system prepared by another config, e.g. a lattice, trains on other
     data by design)."""
     found = []
-    for field in ("commit", "device", "threads", "precision"):
-        values = sorted({exchange_values(run)[field] for run in runs})
+    for setting in ("commit", "device", "threads", "precision"):
+        values = sorted({exchange_values(run)[setting] for run in runs})
         if len(values) > 1:
-            found.append(f"{field} ({', '.join(values)})")
+            found.append(f"{setting} ({', '.join(values)})")
     hashes: dict[str, set[str]] = {}
     for run in runs:
         hashes.setdefault(str(run.get("data")), set()).add(str(run.get("data_hash"))[:12])
@@ -171,9 +177,65 @@ def suite_of(corpus: str) -> dict:
     return read_yaml(suite_folder(corpus) / "suite.yaml")
 
 
-def references(corpus: str, spec: dict, data_root: Path) -> list[str]:
-    """The references of ``corpus``'s test split (``spec`` its suite.yaml) in ``data_root/CORPUS``."""
-    return read_lines(data_root / corpus / f"{spec['splits']['test']}.{spec['tgt']}.gz")
+def split_files(spec: dict, split: str) -> list[str]:
+    """The corpus files of ``split`` (train, valid or test) of a suite (``spec`` its suite.yaml): the split's
+    name with the source and target languages, e.g. ``test.de.gz``."""
+    return [f"{spec['splits'][split]}.{spec[side]}.gz" for side in ("src", "tgt")]
+
+
+def missing_files(folder: Path, spec: dict, splits: Sequence[str] = ("train", "valid", "test")) -> list[str]:
+    """The corpus files of ``splits`` (:func:`split_files`) that ``folder`` lacks."""
+    return [name for split in splits for name in split_files(spec, split) if not (folder / name).is_file()]
+
+
+def stored_path(folder: Path) -> str:
+    """``folder`` as a run's settings record it (``corpus_dir``): relative to the checkout (``../shared/data/...``
+    for a corpus beside it), so that committed settings name no path of one machine."""
+    return os.path.relpath(folder.resolve(), ROOT.resolve())
+
+
+def recorded_corpus_folders(hyps_root: Path, corpus: str) -> list[Path]:
+    """The corpus folders the recorded runs of ``corpus`` trained on (the ``corpus_dir`` of every
+    ``hyps_root/CORPUS/SET/SYSTEM.seedN.yaml``, relative to the checkout), each once, in set and
+    file name order."""
+    settings = [read_yaml(path) or {} for path in sorted((hyps_root / corpus).glob("*/*.seed*.yaml"))]
+    return list(dict.fromkeys(Path(os.path.normpath(ROOT / str(run["corpus_dir"])))
+                              for run in settings if "corpus_dir" in run))
+
+
+def default_corpus_folder(spec: dict, data_root: Path = SHARED_DATA) -> Path:
+    """A suite's own corpus folder (``spec`` its suite.yaml): its ``data_dir``, relative to the checkout, where it
+    names one (the paper-scale suites: where their corpus recipe writes the splits), else ``data_root/CORPUS``."""
+    return ROOT / spec["data_dir"] if "data_dir" in spec else data_root / spec["corpus"]
+
+
+@dataclass(frozen=True)
+class CorpusFolders:
+    """Where the tables look for each corpus's test references: the folder ``given`` for it (``replicate.py
+    tables --data-dir CORPUS=DIR``), then the folders its recorded runs trained on (:func:`recorded_corpus_folders`),
+    then its suite's own (:func:`default_corpus_folder` under ``data_root``)."""
+
+    data_root: Path = SHARED_DATA
+    given: Mapping[str, Path] = field(default_factory=dict)
+
+    def candidates(self, spec: dict, hyps_root: Path) -> list[Path]:
+        """The folders to look in for the corpus of the suite ``spec``, in order, each once."""
+        corpus = spec["corpus"]
+        given = [self.given[corpus]] if corpus in self.given else []
+        return list(dict.fromkeys([*given, *recorded_corpus_folders(hyps_root, corpus),
+                                   default_corpus_folder(spec, self.data_root)]))
+
+
+def references(corpus: str, spec: dict, hyps_root: Path, corpora: CorpusFolders) -> list[str]:
+    """The references of ``corpus``'s test split (``spec`` its suite.yaml) from the first folder of
+    :meth:`CorpusFolders.candidates` that has them; stops, naming every folder looked in, where none has."""
+    folders = corpora.candidates(spec, hyps_root)
+    name = split_files(spec, "test")[1]
+    for folder in folders:
+        if (folder / name).is_file():
+            return read_lines(folder / name)
+    sys.exit(f"{corpus}: no test references {name} in {', '.join(map(str, folders))}: name the corpus folder with "
+             f"`replicate.py tables --data-dir {corpus}=DIR`")
 
 
 @dataclass
@@ -230,21 +292,21 @@ class Comparison:
                              metric, self.claim.get("paper_gain") if against_paper else None)
 
 
-def compare(claim: dict, folder: Path, data_root: Path) -> Comparison:
+def compare(claim: dict, folder: Path, corpora: CorpusFolders) -> Comparison:
     """The committed hypotheses of ``claim``'s baseline and system in the set folder ``folder``, scored by
-    seed."""
+    seed against the references :func:`references` finds (none read where neither system has a seed)."""
     spec = suite_of(claim["corpus"])
-    refs = references(claim["corpus"], spec, data_root)
     bleu = bleu_metric(bool(spec.get("tokenized")))
     base, system = seeds_of(folder, claim["baseline"]), seeds_of(folder, claim["system"])
+    refs = references(claim["corpus"], spec, folder.parent.parent, corpora) if base or system else []
     return Comparison(claim, refs, bool(spec.get("tokenized")), base, system,
                       {seed: bleu(hyps, refs) for seed, hyps in base.items()},
                       {seed: bleu(hyps, refs) for seed, hyps in system.items()}, folder)
 
 
-def comparisons_of(claims: list[dict], hyps_root: Path, data_root: Path) -> list[Comparison]:
+def comparisons_of(claims: list[dict], hyps_root: Path, corpora: CorpusFolders) -> list[Comparison]:
     """Every claim compared in each of its set folders (:func:`claim_folders`), in the claims' order."""
-    return [compare(claim, folder, data_root) for claim in claims for folder in claim_folders(claim, hyps_root)]
+    return [compare(claim, folder, corpora) for claim in claims for folder in claim_folders(claim, hyps_root)]
 
 
 def seed_p(base: dict[int, list[str]], system: dict[int, list[str]], refs: list[str],
@@ -362,16 +424,19 @@ def folder_claims(claims: list[dict], folder: Path) -> list[dict]:
     return [claim for claim in claims if in_folder(claim, folder)]
 
 
-def run_rows(corpus: str, claims: list[dict], hyps_root: Path, data_root: Path) -> list[list[str]]:
+def run_rows(corpus: str, claims: list[dict], hyps_root: Path, corpora: CorpusFolders) -> list[list[str]]:
     """One row per finished run of ``corpus``'s systems, a set folder at a time (the systems of the claims
     judged there, :func:`folder_claims`), comparison systems first: its BLEU, the difference to the same seed of
     the system it is compared with ("-" for a comparison system or a seed it lacks), RIBES x100, and from its
     settings file the dev loss at the end, training minutes, threads and commit."""
+    folders = set_folders(hyps_root, corpus)
+    if not any(any(folder.glob("*.seed*.txt")) for folder in folders):
+        return []  # no runs: no references needed
     spec = suite_of(corpus)
-    refs, tokenized = references(corpus, spec, data_root), bool(spec.get("tokenized"))
+    refs, tokenized = references(corpus, spec, hyps_root, corpora), bool(spec.get("tokenized"))
     bleu = bleu_metric(tokenized)
     rows = []
-    for folder in set_folders(hyps_root, corpus):
+    for folder in folders:
         scores: dict[str, dict[int, float]] = {}
         for system, against in compared_systems(folder_claims(claims, folder), corpus).items():
             runs = seeds_of(folder, system)
@@ -433,7 +498,7 @@ def bucket_p(base: dict[int, list[str]], system: dict[int, list[str]], refs: lis
     return f"{seed_p(base, system, refs, indices):.3g}"
 
 
-def corpus_buckets(corpus: str, hyps_root: Path, data_root: Path
+def corpus_buckets(corpus: str, hyps_root: Path, corpora: CorpusFolders
                    ) -> tuple[dict, list[str], list[DifficultyBucket]] | None:
     """``corpus``'s suite.yaml, test references and thirds of the test pairs by alignment τ (from
     ``hyps_root/CORPUS/test.align``; None without that file)."""
@@ -441,16 +506,16 @@ def corpus_buckets(corpus: str, hyps_root: Path, data_root: Path
     if not links.exists():
         return None
     spec = suite_of(corpus)
-    refs = references(corpus, spec, data_root)
+    refs = references(corpus, spec, hyps_root, corpora)
     return spec, refs, difficulty_buckets(pair_taus(links, len(refs)))
 
 
-def order_gains(corpus: str, folder: Path, claims: list[dict], hyps_root: Path, data_root: Path
+def order_gains(corpus: str, folder: Path, claims: list[dict], hyps_root: Path, corpora: CorpusFolders
                 ) -> tuple[list[str], dict[str, list[float]]]:
     """The τ range of each third of ``corpus``'s test pairs and, for every system of the claims judged in the set
     folder ``folder`` with seeds in common with its comparison system there, the mean BLEU difference per third
     over those seeds (nothing without ``hyps_root/CORPUS/test.align``)."""
-    found = corpus_buckets(corpus, hyps_root, data_root)
+    found = corpus_buckets(corpus, hyps_root, corpora)
     if found is None:
         return [], {}
     spec, refs, buckets = found
@@ -467,11 +532,11 @@ def order_gains(corpus: str, folder: Path, claims: list[dict], hyps_root: Path, 
     return [b.label for b in buckets], series
 
 
-def order_rows(corpus: str, claims: list[dict], hyps_root: Path, data_root: Path) -> list[list[str]]:
+def order_rows(corpus: str, claims: list[dict], hyps_root: Path, corpora: CorpusFolders) -> list[list[str]]:
     """The reordering-difficulty rows of ``corpus`` (none without ``hyps_root/CORPUS/test.align``): the τ range
     and size of each third of the test pairs, then for each set folder every system of the claims judged there
     that has seeds (:func:`folder_rows`)."""
-    found = corpus_buckets(corpus, hyps_root, data_root)
+    found = corpus_buckets(corpus, hyps_root, corpora)
     if found is None:
         return []
     buckets = found[2]
@@ -518,7 +583,8 @@ def mean_dev_loss(folder: Path, system: str) -> dict[int, float]:
     return {int(update): statistics.fmean(curve[update] for curve in curves) for update in sorted(updates)}
 
 
-def write_figures(comparisons: list[Comparison], hyps_root: Path, data_root: Path, figures: Path) -> list[Path]:
+def write_figures(comparisons: list[Comparison], hyps_root: Path, corpora: CorpusFolders, figures: Path
+                  ) -> list[Path]:
     """``figures/verdicts_gains.png``: each testable, unrefused comparison's mean BLEU gain with its 95% interval
     and the paper's gain; ``figures/verdicts_dev_loss.png``: every comparison's two dev
     loss curves, each averaged over its seeds, so that a gap which closes with training shows;
@@ -528,7 +594,7 @@ def write_figures(comparisons: list[Comparison], hyps_root: Path, data_root: Pat
     claims = [c.claim for c in comparisons]
     for corpus in dict.fromkeys(claim["corpus"] for claim in claims):
         for folder in set_folders(hyps_root, corpus):
-            labels, series = order_gains(corpus, folder, claims, hyps_root, data_root)
+            labels, series = order_gains(corpus, folder, claims, hyps_root, corpora)
             if series:
                 paths.append(line_plot(labels, series, "alignment τ of the test pairs (left: most reordered)",
                                        "BLEU difference to the comparison system",
@@ -552,25 +618,26 @@ def write_figures(comparisons: list[Comparison], hyps_root: Path, data_root: Pat
     return paths
 
 
-def write_tables(claims: list[dict], hyps_root: Path, data_root: Path, out: Path, results: Path | None) -> None:
+def write_tables(claims: list[dict], hyps_root: Path, corpora: CorpusFolders, out: Path, results: Path | None
+                 ) -> None:
     """The verdicts table of every claim in each of its sets, the table of every finished run, the verdicts on
     RIBES and the table by reordering difficulty, printed, written to ``out`` and beside it (``_runs``,
     ``_ribes``, ``_order``), and but for the runs' table (which grows with every seed) put in place in
     ``results`` (None: nowhere else); the figures of :func:`write_figures` in ``figures/`` beside ``out``."""
-    comparisons = comparisons_of(claims, hyps_root, data_root)
+    comparisons = comparisons_of(claims, hyps_root, corpora)
     tables = {out: markdown_table(HEADER, [claim_row(comparison) for comparison in comparisons])}
-    corpora = dict.fromkeys(claim["corpus"] for claim in claims)
-    runs = [row for corpus in corpora for row in run_rows(corpus, claims, hyps_root, data_root)]
+    names = dict.fromkeys(claim["corpus"] for claim in claims)
+    runs = [row for corpus in names for row in run_rows(corpus, claims, hyps_root, corpora)]
     runs_path = out.with_name(f"{out.stem}_runs.md")
     tables[runs_path] = markdown_table(RUNS_HEADER, runs)
     ribes = [row for row in map(ribes_row, comparisons) if row is not None]
     if ribes:
         tables[out.with_name(f"{out.stem}_ribes.md")] = markdown_table(RIBES_HEADER, ribes)
-    order = [row for corpus in corpora for row in order_rows(corpus, claims, hyps_root, data_root)]
+    order = [row for corpus in names for row in order_rows(corpus, claims, hyps_root, corpora)]
     if order:
         tables[out.with_name(f"{out.stem}_order.md")] = markdown_table(ORDER_HEADER, order)
     out.parent.mkdir(parents=True, exist_ok=True)
-    write_figures(comparisons, hyps_root, data_root, out.parent / "figures")
+    write_figures(comparisons, hyps_root, corpora, out.parent / "figures")
     for path, table in tables.items():
         with atomic_write(path) as handle:
             handle.write(table)

@@ -39,6 +39,11 @@ def write_refs(data_root: Path, refs: list[str]) -> None:
 SET = "gpu-nvidia-h200-bf16"
 
 
+def corpora(tmp_path: Path) -> verdicts.CorpusFolders:
+    """The tables' corpus folders with tmp_path/data in place of ../shared/data."""
+    return verdicts.CorpusFolders(tmp_path / "data")
+
+
 def exchangeable(**changed: object) -> dict:
     """The settings of a run of the H200 set, with ``changed`` fields."""
     return {"commit": "238c92ae52bc", "device": "NVIDIA H200", "threads": 1, "precision": "bfloat16",
@@ -59,7 +64,7 @@ def test_a_row_is_rebuilt_from_the_hypothesis_files_alone(tmp_path):
              "paper_gain": 30.0}  # BLEU: these synthetic seeds spread by about 10
 
     def row_of(claim: dict) -> list[str]:
-        return verdicts.claim_row(verdicts.compare(claim, hyps, tmp_path / "data"))
+        return verdicts.claim_row(verdicts.compare(claim, hyps, corpora(tmp_path)))
 
     pending = row_of(claim)
     assert pending[8:] == ["-"] * 5 + ["pending (3 baseline, 0 system seeds of 2)"]
@@ -77,13 +82,13 @@ def test_a_row_is_rebuilt_from_the_hypothesis_files_alone(tmp_path):
     low, high = (float(end) for end in interval.rstrip("]").split(", "))
     assert 0 < low < float(gain) < high and float(row[9]) < 0.05
     assert float(row[10]) > 0 and int(row[11]) >= 2 and float(row[12]) < 0.01  # bootstrap over 88 pooled sentences
-    ribes = verdicts.ribes_row(verdicts.compare(claim, hyps, tmp_path / "data"))
+    ribes = verdicts.ribes_row(verdicts.compare(claim, hyps, corpora(tmp_path)))
     system_ribes = [float(r) for r in ribes[4].split(", ")]
     assert system_ribes[0] == pytest.approx(100.0) and system_ribes[1] < 100.0
     assert ribes[8] == "-" and ribes[-1] == "inconclusive"  # no RIBES gain claimed; seeds too few to tell
     assert float(ribes[9]) < 0.05  # though the sentences, which ignore the seed spread, say it differs
     assert verdicts.ribes_row(verdicts.compare({**claim, "system": "refsr"}, hyps,
-                                               tmp_path / "data")) is None  # no seeds: no row
+                                               corpora(tmp_path))) is None  # no seeds: no row
 
 
 def test_the_runs_table_lists_every_seed_against_the_same_seed_of_its_comparison_system(tmp_path):
@@ -96,7 +101,7 @@ def test_the_runs_table_lists_every_seed_against_the_same_seed_of_its_comparison
     (hyps / "exgre.seed1.yaml").write_text(yaml.safe_dump({"dev_loss": {100: 2.5, 2500: 1.2345}, "train_minutes": 41.26,
                                                            "threads": 1, "commit": "0123456789abcdef+changes"}))
     claims = [{"paper": "p", "claim": "c", "corpus": "multi30k", "baseline": "baseline", "system": "exgre"}]
-    rows = verdicts.run_rows("multi30k", claims, tmp_path / "hyps", tmp_path / "data")
+    rows = verdicts.run_rows("multi30k", claims, tmp_path / "hyps", corpora(tmp_path))
     assert [row[1:4] for row in rows] == [[SET, "baseline", "1"], [SET, "exgre", "1"], [SET, "exgre", "2"]]
     assert rows[1][4] == "100.00" and float(rows[1][5]) > 10 and rows[1][6] == "100.00"
     assert rows[1][7:] == ["1.234", "41.3", "1", "0123456+"]  # the last dev loss, not the first
@@ -117,7 +122,7 @@ def test_the_tables_go_into_the_results_document_but_the_runs_table_only_beside_
     old_rows = "| old | rows |\n"
     results.write_text(f"# r\n\n{header['verdicts']}\n{old_rows}\n{header['ribes']}\n{old_rows}")
     out = tmp_path / "tables" / "verdicts.md"
-    verdicts.write_tables(claims, tmp_path / "hyps", tmp_path / "data", out, results)
+    verdicts.write_tables(claims, tmp_path / "hyps", corpora(tmp_path), out, results)
     document = results.read_text()
     assert old_rows not in document and "| exgre vs baseline |" in document  # both tables replaced in place
     assert header["runs"] not in document  # it grows with every seed: beside the verdicts only
@@ -155,7 +160,7 @@ def test_the_order_table_scores_each_third_of_the_test_pairs_by_alignment_tau(tm
         write_hyps(hyps, "baseline", seed, [" ".join(r.split()[:-3]) if h else r for r, h in zip(refs, hard)])
     write_hyps(hyps, "exgre", 1, refs)
     claims = [{"paper": "p", "claim": "c", "corpus": "multi30k", "baseline": "baseline", "system": "exgre"}]
-    rows = verdicts.order_rows("multi30k", claims, tmp_path / "hyps", tmp_path / "data")
+    rows = verdicts.order_rows("multi30k", claims, tmp_path / "hyps", corpora(tmp_path))
     rows = [row[:1] + row[2:] for row in rows]  # the set column left out
     assert [row[1] for row in rows] == ["test pairs", "baseline", "exgre vs baseline"]
     assert rows[0][3] == "τ -1.00..-1.00 (11 pairs)" and rows[0][4] == "-"  # two buckets: no middle third
@@ -169,15 +174,15 @@ def test_the_order_table_scores_each_third_of_the_test_pairs_by_alignment_tau(tm
     for seed in (1, 2):  # its comparison system has no seeds yet: no brackets, not a seed sd
         write_hyps(hyps, "rnn_h_distortion", seed, refs)
     rnn_claim = {**claims[0], "baseline": "rnnsearch", "system": "rnn_h_distortion"}
-    rnn_row = verdicts.order_rows("multi30k", [*claims, rnn_claim], tmp_path / "hyps", tmp_path / "data")[-1]
+    rnn_row = verdicts.order_rows("multi30k", [*claims, rnn_claim], tmp_path / "hyps", corpora(tmp_path))[-1]
     assert rnn_row[2] == "rnn_h_distortion vs rnnsearch" and rnn_row[4] == "100.00" and rnn_row[9] == "-"
-    labels, series = verdicts.order_gains("multi30k", hyps, claims, tmp_path / "hyps", tmp_path / "data")
+    labels, series = verdicts.order_gains("multi30k", hyps, claims, tmp_path / "hyps", corpora(tmp_path))
     assert labels == ["τ -1.00..-1.00", "τ 1.00..1.00"] and list(series) == ["exgre vs baseline"]
     assert series["exgre vs baseline"][0] == pytest.approx(100 - float(rows[1][3].split(" (")[0]), abs=0.01)
     assert series["exgre vs baseline"][1] == pytest.approx(0.0)  # the gain lies in the hard third only
     (links / "test.align").write_text("0-0\n", encoding="utf-8")
     with pytest.raises(verdicts.InputError, match="test.align: 1 lines of links for 33 test pairs"):
-        verdicts.order_rows("multi30k", claims, tmp_path / "hyps", tmp_path / "data")
+        verdicts.order_rows("multi30k", claims, tmp_path / "hyps", corpora(tmp_path))
 
 
 def test_the_test_links_are_kept_once_beside_the_hypotheses(tmp_path):
@@ -203,12 +208,12 @@ def test_dev_loss_curves_are_averaged_over_seeds_and_the_figures_drawn(tmp_path)
     claim = {"paper": "p", "claim": "c", "corpus": "multi30k", "baseline": "baseline", "system": "exgre"}
     pending = verdicts.Comparison(claim, ["a"], False, {1: ["a"]}, {1: ["a"]}, {1: 30.0}, {1: 32.0}, hyps)
     figures = tmp_path / "figures"
-    assert verdicts.write_figures([pending], tmp_path / "hyps", tmp_path / "data", figures) == [
+    assert verdicts.write_figures([pending], tmp_path / "hyps", corpora(tmp_path), figures) == [
         figures / "verdicts_dev_loss.png"]  # no test.align: no figure by reordering difficulty
     runs = {1: ["a b c d"], 2: ["a b c"]}
     ready = verdicts.Comparison({**claim, "seeds": 1}, ["a b c d"], False, runs, {1: ["a b c d"], 2: ["a b c e"]},
                                 {}, {}, hyps)
-    paths = verdicts.write_figures([ready], tmp_path / "hyps", tmp_path / "data", figures)
+    paths = verdicts.write_figures([ready], tmp_path / "hyps", corpora(tmp_path), figures)
     assert [path.name for path in paths] == ["verdicts_gains.png", "verdicts_dev_loss.png"]
     assert all(path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for path in paths)
 
@@ -265,8 +270,10 @@ def test_the_queue_runs_what_is_pending_and_leaves_a_run_another_process_holds(t
 def test_a_run_another_process_holds_is_left_alone_and_a_recorded_one_not_trained_again(tmp_path, monkeypatch):
     corpus = tmp_path / "data"
     corpus.mkdir()
-    with gzip.open(corpus / "test2016.en.gz", "wt", encoding="utf-8") as handle:
-        handle.write("a man\n")
+    for name in ("train", "valid", "test2016"):  # the suite's splits: a run checks that each is there
+        for lang, line in (("en", "a man"), ("de", "ein Mann")):
+            with gzip.open(corpus / f"{name}.{lang}.gz", "wt", encoding="utf-8") as handle:
+                handle.write(f"{line}\n")
     monkeypatch.setattr(replicate, "HYPS", tmp_path / "hyps")
     monkeypatch.setattr(replicate, "commit_id", lambda: "0123456789abcdef")
     monkeypatch.setattr(replicate, "training_device", lambda config: {"device": "NVIDIA H200", "precision": "bfloat16"})
@@ -305,7 +312,7 @@ def test_tables_refuse_a_comparison_whose_runs_differ_in_commit_or_data_and_mark
     claim = {"paper": "p", "claim": "c", "corpus": "multi30k", "baseline": "baseline", "system": "exgre"}
 
     def verdict_cell() -> str:
-        comparisons = verdicts.comparisons_of([claim], tmp_path / "hyps", tmp_path / "data")
+        comparisons = verdicts.comparisons_of([claim], tmp_path / "hyps", corpora(tmp_path))
         assert [c.folder.name for c in comparisons] == [SET]
         return verdicts.claim_row(comparisons[0])[-1]
 
@@ -327,8 +334,8 @@ def test_tables_refuse_a_comparison_whose_runs_differ_in_commit_or_data_and_mark
         write_hyps(first_pass, system, seed, [*refs[:-1], " ".join(refs[-1].split()[:-seed])])
         (first_pass / f"{system}.seed{seed}.yaml").write_text(yaml.safe_dump({"commit": commit, "train_minutes": 50.0}),
                                                                    encoding="utf-8")
-    assert [c.folder.name for c in verdicts.comparisons_of([claim], tmp_path / "hyps", tmp_path / "data")] == [SET]
-    marked = verdicts.comparisons_of([{**claim, "first_pass": True, "seeds": 1}], tmp_path / "hyps", tmp_path / "data")
+    assert [c.folder.name for c in verdicts.comparisons_of([claim], tmp_path / "hyps", corpora(tmp_path))] == [SET]
+    marked = verdicts.comparisons_of([{**claim, "first_pass": True, "seeds": 1}], tmp_path / "hyps", corpora(tmp_path))
     row = verdicts.claim_row(marked[0])
     assert row[3] == "first pass (mixed commits and machines)"
     assert not row[-1].startswith(("refused", "pending"))  # mixed commits, but exempt from the refusal

@@ -116,6 +116,16 @@ def min_detectable_gain(sd: float, base_seeds: int, system_seeds: int, alpha: fl
                                  0.0, 20 * standard_error))
 
 
+def seeds_needed(target_gain: float, sd: float, alpha: float = ALPHA, power: float = POWER) -> int | None:
+    """The fewest seeds per side (at least 2, the same on both) whose minimum detectable gain
+    (:func:`min_detectable_gain`) for seed scores of standard deviation ``sd`` is at most ``target_gain``; None
+    beyond :data:`MAX_SEEDS`. How a verdict suite sizes a claim before its runs, from an assumed ``sd``."""
+    for seeds in range(2, MAX_SEEDS + 1):
+        if min_detectable_gain(sd, seeds, seeds, alpha, power) <= target_gain:
+            return seeds
+    return None
+
+
 def verdict(interval: tuple[float, float], target_gain: float | None = None) -> str:
     """The verdict word for a gain's confidence ``interval`` (module docstring): :data:`GAIN` above 0,
     :data:`LOSS` below 0, else :data:`RULED_OUT` where its upper end is below ``target_gain``, else
@@ -188,11 +198,8 @@ class SeedTest:
 
     def seeds_needed(self, target_gain: float, power: float = POWER) -> int | None:
         """The fewest seeds per side (at least 2, the same on both) whose minimum detectable gain at the
-        measured spread is at most ``target_gain``; None beyond :data:`MAX_SEEDS`."""
-        for seeds in range(2, MAX_SEEDS + 1):
-            if min_detectable_gain(self.sd, seeds, seeds, self.alpha, power) <= target_gain:
-                return seeds
-        return None
+        measured spread is at most ``target_gain`` (:func:`seeds_needed`); None beyond :data:`MAX_SEEDS`."""
+        return seeds_needed(target_gain, self.sd, self.alpha, power)
 
     def verdict(self, target_gain: float | None = None) -> str:
         """:func:`verdict` of :attr:`interval` against ``target_gain``."""

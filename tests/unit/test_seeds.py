@@ -17,6 +17,7 @@ from ordo.evaluation.seeds import (
     min_detectable_gain,
     pooled_bootstrap_p,
     ribes_metric,
+    seeds_needed,
     verdict,
 )
 from ordo.evaluation.significance import bleu_bootstrap_p
@@ -107,6 +108,8 @@ def test_the_seeds_needed_are_the_fewest_that_detect_the_target():
     assert needed is not None and needed > 3
     assert min_detectable_gain(test.sd, needed, needed) <= 0.75 < min_detectable_gain(test.sd, needed - 1, needed - 1)
     assert test.seeds_needed(0.001) is None  # beyond any budget
+    assert seeds_needed(0.75, test.sd) == needed  # the same count from an assumed sd, before any run
+    assert seeds_needed(0.93, 0.3) == 3 and seeds_needed(0.75, 0.3) == 4  # 3 seeds a side detect 0.92 at sd 0.3
 
 
 def test_more_seeds_narrow_the_interval_that_one_gain_gets():
