@@ -12,7 +12,14 @@ The prepared token arrays are memory-mapped, so the loader's memory is the per-p
 sizes, a few bytes per pair), not the corpus: the table shows how much it grows from the smaller corpus to
 the larger one.
 
-usage: python bench/prepare_scale.py [--sizes 100000,1000000] [--work DIR] [--out bench/results/prepare_scale.md]
+With ``--shards N`` it also cuts each corpus's training pairs into N contiguous parts, prepares each with
+``ordo prepare --vocab-from`` the whole corpus's directory (:mod:`ordo.data.shards`: no SentencePiece training),
+and runs the trainer's own loader (``Trainer.updates``, every batch collated, no model step) over the whole
+directory for one epoch and over the N shards for N epochs, the same pairs either way, reporting the peak
+memory each adds over what the process held before the training data was opened.
+
+usage: python bench/prepare_scale.py [--sizes 100000,1000000] [--shards N] [--work DIR]
+                                     [--out bench/results/prepare_scale.md]
 
 A corpus is written once into ``--work`` and kept; one above 3,000,000 pairs repeats the 3,000,000-pair one
 (:func:`write_corpus`).
@@ -133,17 +140,100 @@ def loader_epoch(data: str) -> None:
                       "anon_mb": after["RssAnon"] - before["RssAnon"], "file_mb": after["RssFile"] - before["RssFile"]}))
 
 
+def write_shard_texts(corpus: Path, shards: int) -> list[tuple[Path, Path]]:
+    """Cut the training pairs of ``corpus`` into ``shards`` contiguous parts of (nearly) equal size, written once
+    as ``shard{k}.src/.tgt`` beside them; returns their (source, target) files."""
+    files = [(corpus / f"shard{k}.src", corpus / f"shard{k}.tgt") for k in range(shards)]
+    if all(tgt.exists() for _, tgt in files):
+        return files
+    with open(corpus / "train.src", encoding="utf-8") as lines:
+        pairs = sum(1 for _ in lines)
+    per_shard = -(-pairs // shards)
+    for side, index in (("src", 0), ("tgt", 1)):
+        with open(corpus / f"train.{side}", encoding="utf-8") as lines:
+            for shard_files in files:
+                with open(shard_files[index], "w", encoding="utf-8") as out:
+                    out.writelines(itertools.islice(lines, per_shard))
+    return files
+
+
+def prepare_shards(corpus: Path, data: Path, shards: int) -> tuple[list[Path], float, float]:
+    """``ordo prepare --vocab-from data`` of each part of ``corpus``'s training pairs (:func:`write_shard_texts`);
+    returns the shard directories, the CPU seconds of all and the largest peak MB of one."""
+    ordo = str(Path(sys.executable).parent / "ordo")
+    dirs, seconds, peak = [], 0.0, 0.0
+    for index, (src, tgt) in enumerate(write_shard_texts(corpus, shards)):
+        shard = data.parent / f"{data.name}.shard{index}"
+        command = [ordo, "prepare", "--train-src", str(src), "--train-tgt", str(tgt), "--vocab-from", str(data),
+                   "--out", str(shard)]
+        shard_seconds, shard_peak, _, _ = child_peak_mb(command)
+        dirs.append(shard)
+        seconds, peak = seconds + shard_seconds, max(peak, shard_peak)
+    return dirs, seconds, peak
+
+
+def trainer_loader(data: str, epochs: int) -> None:
+    """(In a child process.) The trainer's loader over ``epochs`` epochs of ``data`` (a directory, or shards
+    ``DIR1:DIR2``) in 3,000-token batches, each collated as a training step does (no model step); print a JSON line
+    with the pairs and batches read, the peak resident memory above the memory before the training data was
+    opened, and the anonymous and file-backed memory added by the end."""
+    import tempfile
+
+    from ordo.build import build_model
+    from ordo.config import load_config
+    from ordo.data.corpus import DataMeta
+    from ordo.data.shards import data_dirs
+    from ordo.training.trainer import Trainer
+
+    cfg = load_config(None, [f"data={data}", "model.preset=tiny", "train.max_tokens=3000", "train.device=cpu",
+                             f"train.max_epochs={epochs}", "train.progress=false"])
+    meta = DataMeta.load(data_dirs(data)[0])
+    model = build_model(cfg.model, meta.src_vocab_size, meta.tgt_vocab_size, meta.joint_vocab).model
+    start = time.process_time()
+    with tempfile.TemporaryDirectory() as run_dir:
+        before = resident_mb()
+        trainer = Trainer(model, cfg, Path(run_dir))
+        pairs, batches = 0, 0
+        for group in trainer.updates():
+            for indices in group:
+                trainer.host_batch(trainer.train_data, indices)
+                pairs, batches = pairs + len(indices), batches + 1
+    after = resident_mb()
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024 - before["RssAnon"] - before["RssFile"]
+    print(json.dumps({"pairs": pairs, "batches": batches, "seconds": time.process_time() - start, "peak_mb": peak,
+                      "anon_mb": after["RssAnon"] - before["RssAnon"], "file_mb": after["RssFile"] - before["RssFile"]}))
+
+
+def compare_shards(corpus: Path, data: Path, pairs: int, shards: int) -> dict:
+    """Prepare ``shards`` parts of the corpus and run :func:`trainer_loader` over the whole directory (one epoch)
+    and over the shards (``shards`` epochs); returns the figures of both and of the shards' preparation."""
+    dirs, prepare_seconds, prepare_peak = prepare_shards(corpus, data, shards)
+    runs = {}
+    for name, setting, epochs in (("one directory", str(data), 1), (f"{shards} shards", ":".join(map(str, dirs)), shards)):
+        _, _, out, _ = child_peak_mb([sys.executable, __file__, "--trainer-loader", setting, "--epochs", str(epochs)])
+        runs[name] = json.loads(out.strip().splitlines()[-1])
+        print(f"{pairs} pairs, {name}: loader peak +{runs[name]['peak_mb']:.0f} MB", flush=True)
+    return {"pairs": pairs, "shards": shards, "prepare_seconds": prepare_seconds, "prepare_peak": prepare_peak,
+            "runs": runs}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", default="100000,1000000", help="comma-separated corpus sizes (pairs)")
     parser.add_argument("--work", type=Path, default=ROOT / "work" / "prepare_scale")
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "prepare_scale.md")
+    parser.add_argument("--shards", type=int, default=0, help="also compare the trainer's loader over N shards")
     parser.add_argument("--loader", help=argparse.SUPPRESS)
+    parser.add_argument("--trainer-loader", help=argparse.SUPPRESS)
+    parser.add_argument("--epochs", type=int, default=1, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.loader:
         loader_epoch(args.loader)
         return
-    rows = []
+    if args.trainer_loader:
+        trainer_loader(args.trainer_loader, args.epochs)
+        return
+    rows, shard_rows = [], []
     for pairs in (int(s) for s in args.sizes.split(",")):
         corpus, data = args.work / f"corpus_{pairs}", args.work / f"data_{pairs}"
         generated = write_corpus(corpus, pairs)
@@ -154,12 +244,15 @@ def main() -> None:
         print(f"{pairs} pairs: corpus written in {generated:.0f} s; prepare {seconds:.0f} CPU s "
               f"({pairs / seconds:,.0f} pairs per CPU s), {wall:.0f} s wall, peak {peak:.0f} MB; "
               f"loader epoch {loader['seconds']:.0f} CPU s, peak {loader['peak_mb']:.0f} MB", flush=True)
-    report(rows, args.out)
+        if args.shards > 1:
+            shard_rows.append(compare_shards(corpus, data, pairs, args.shards))
+    report(rows, shard_rows, args.out)
 
 
-def report(rows: list[tuple[int, float, float, float, dict]], out: Path) -> None:
-    """Write the table and the command line to ``out`` and print it; ``rows`` hold (pairs, prepare wall seconds,
-    prepare CPU seconds, prepare peak MB, the loader's JSON line)."""
+def report(rows: list[tuple[int, float, float, float, dict]], shard_rows: list[dict], out: Path) -> None:
+    """Write the tables and the command line to ``out`` and print them; ``rows`` hold (pairs, prepare wall seconds,
+    prepare CPU seconds, prepare peak MB, the loader's JSON line), ``shard_rows`` what :func:`compare_shards`
+    returned."""
     from ordo.data.prepare import PrepareConfig
 
     cap = PrepareConfig.spm_input_sentence_size
@@ -179,6 +272,19 @@ def report(rows: list[tuple[int, float, float, float, dict]], out: Path) -> None
         lines.append(f"From {small:,} to {large:,} pairs the loader's memory grows per extra pair by "
                      f"{growth['peak_mb']:.0f} bytes at its peak, {growth['anon_mb']:.0f} in its own arrays and "
                      f"{growth['file_mb']:.0f} in pages of the memory-mapped arrays read (the kernel's to drop).")
+    if shard_rows:
+        lines += ["", ("The trainer's loader over the whole directory (one epoch) and over its training pairs prepared as "
+                  "shards with `--vocab-from` (one epoch each), peak resident memory above the process's before the "
+                  "training data was opened:"), "",
+                  ("| pairs | layout | pairs read | batches | loader CPU s | loader peak MB | anonymous / file-backed MB "
+                  "at the end | shards' prepare CPU s (all) / peak MB (one) |"),
+                  "|---:|---|---:|---:|---:|---:|---:|---:|"]
+        for row in shard_rows:
+            for name, run in row["runs"].items():
+                prepared = f"{row['prepare_seconds']:.0f} / {row['prepare_peak']:.0f}" if "shards" in name else ""
+                lines.append(f"| {row['pairs']:,} | {name} | {run['pairs']:,} | {run['batches']:,} | "
+                             f"{run['seconds']:.0f} | {run['peak_mb']:.0f} | {run['anon_mb']:.0f} / "
+                             f"{run['file_mb']:.0f} | {prepared} |")
     out.write_text("\n".join(lines) + "\n", encoding="utf-8")
     print("\n".join(lines))
 

@@ -30,6 +30,7 @@ from ordo.checkpoint import BEST_NAME, average_checkpoints, load_checkpoint, sav
 from ordo.config import ExperimentConfig, build_config, replace_checked, save_config
 from ordo.data.corpus import LATTICE_DIR, META_NAME, DataMeta, load_vocabs
 from ordo.data.lattice.corpus import LatticeEncoder
+from ordo.data.shards import data_dirs, shard_metas, vocab_digest
 from ordo.data.source import LongLines, SourceEncoder, model_inputs
 from ordo.data.textio import atomic_write, read_yaml
 from ordo.data.vocab import TokenVocab, Vocab, load_vocab
@@ -116,16 +117,19 @@ def _copy_data_meta(meta: DataMeta, data_dir: Path, run_dir: Path) -> None:
 
 def run_data_meta(run_dir: Path) -> DataMeta:
     """The ``data.yaml`` a run keeps (vocabulary paths relative to the run). A run trained before runs kept it
-    gets the same from its ``vocab/`` files: joint when the source and target models are the same file."""
+    gets the same from its ``vocab/`` files: joint when the source and target models are the same file, with the
+    digest of those files."""
     if (run_dir / META_NAME).is_file():
         return DataMeta.load(run_dir)
     tokens = Path("vocab") / f"src{TokenVocab.SUFFIX}"
     src = tokens if (run_dir / tokens).is_file() else Path("vocab") / "src.model"
     tgt = Path("vocab") / "tgt.model"
     joint = (run_dir / src).read_bytes() == (run_dir / tgt).read_bytes()
-    return DataMeta(src_lang="", tgt_lang="", joint_vocab=joint, src_vocab=str(src), tgt_vocab=str(tgt),
+    meta = DataMeta(src_lang="", tgt_lang="", joint_vocab=joint, src_vocab=str(src), tgt_vocab=str(tgt),
                     src_vocab_size=len(load_vocab(run_dir / src)), tgt_vocab_size=len(load_vocab(run_dir / tgt)),
                     src_lattice=LATTICE_DIR if (run_dir / LATTICE_DIR).is_dir() else "")
+    meta.vocab_sha256 = vocab_digest(run_dir, meta)
+    return meta
 
 
 def build_for_data(cfg: ExperimentConfig, meta: DataMeta) -> BuiltModel:
@@ -135,23 +139,25 @@ def build_for_data(cfg: ExperimentConfig, meta: DataMeta) -> BuiltModel:
 
 def train(cfg: ExperimentConfig, run_dir: str | Path) -> Progress:
     """Train (or resume) the run in ``run_dir``: saves the resolved config, vocabularies, parameter count
-    and a log file there, then runs :class:`ordo.training.trainer.Trainer`."""
+    and a log file there, then runs :class:`ordo.training.trainer.Trainer`. ``cfg.data`` may name several
+    shards (``DIR1:DIR2:...``, :mod:`ordo.data.shards`): each must hold a training split and the first's
+    vocabularies, or an InputError names it."""
     from ordo.training.trainer import Trainer  # imported here: translating needs neither it nor sacreBLEU
 
     run_dir = Path(run_dir)
-    data_dir = Path(cfg.data)
-    if not cfg.data:
-        raise ConfigError("data: no data directory given (use --data DIR or data: in the config)")
-    meta = DataMeta.load(data_dir)
+    dirs = data_dirs(cfg.data)
+    metas = shard_metas(dirs)
+    data_dir, meta = dirs[0], metas[0]
     if cfg.train.threads > 0:
         torch.set_num_threads(cfg.train.threads)
     main_process = int(os.environ.get("RANK", "0")) == 0  # under torchrun only rank 0 writes files and logs
     setup_logging(run_dir / "train.log" if main_process else None, logging.INFO if main_process else logging.WARNING)
     torch.manual_seed(cfg.train.seed)
     built = build_for_data(cfg, meta)
-    missing = [f for f in built.fields if f not in meta.fields.get("train", [])]
-    if missing:
-        raise ConfigError(f"{data_dir}: the methods need batch fields {missing} that this data has not got")
+    for shard_dir, shard_meta in zip(dirs, metas):
+        missing = [f for f in built.fields if f not in shard_meta.fields.get("train", [])]
+        if missing:
+            raise ConfigError(f"{shard_dir}: the methods need batch fields {missing} that this data has not got")
     params = count_parameters(built.model)
     logger.info("model: %s, %d parameters (%.2fM)", cfg.model.family, params, params / 1e6)
     if main_process:

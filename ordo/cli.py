@@ -34,6 +34,9 @@ def _add_prepare(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--skip-empty", action="store_true", help="skip (and count) empty lines instead of failing")
     p.add_argument("--lattice", metavar="SEG,SEG,...",
                    help="source lattices of several segmentations (paper 002): spm:N, chars, jieba, thulac")
+    p.add_argument("--vocab-from", metavar="DIR",
+                   help="encode with the vocabularies of DIR, a prepared directory, instead of training new ones: "
+                        "the output is a shard of DIR's corpus (ordo train --data DIR:OUT)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="any PrepareConfig key")
 
 
@@ -43,7 +46,8 @@ def _add_train(sub: argparse._SubParsersAction) -> None:
 
     p = sub.add_parser("train", help="train a model (resumes when RUN_DIR holds checkpoints)")
     p.add_argument("config", nargs="?", help="YAML experiment config")
-    p.add_argument("--data", help="directory written by `ordo prepare`")
+    p.add_argument("--data", help="directory written by `ordo prepare`, or several joined by ':' (shards of one "
+                                  "training corpus, one per epoch in turn; the first gives valid and vocabularies)")
     p.add_argument("--preset", choices=choices(ModelConfig, "preset"))
     p.add_argument("--out", required=True, help="run directory (checkpoints, log, config)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="e.g. train.lr=5e-4")
@@ -264,6 +268,7 @@ def run_prepare(args: argparse.Namespace) -> None:
         "model_type": args.model_type, "max_len": args.max_len, "max_len_ratio": args.max_len_ratio,
         "joint_vocab": False if args.separate_vocab else None, "empty_lines": "skip" if args.skip_empty else None,
         "lattice": {"segmenters": [spec.strip() for spec in args.lattice.split(",")]} if args.lattice else None,
+        "vocab_from": args.vocab_from,
     }
     raw = merge(merge(raw, {k: v for k, v in flags.items() if v is not None}), parse_overrides(args.set))
     cfg = from_dict(PrepareConfig, raw, args.config or "prepare")

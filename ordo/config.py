@@ -162,7 +162,8 @@ class DecodeConfig:
 class ExperimentConfig:
     """One training run: data directory, model, training and decoding sections."""
 
-    data: str = ""  # directory written by `ordo prepare`
+    data: str = ""  # directory written by `ordo prepare`, or shards DIR1:DIR2:... (epoch e trains on shard (e-1) mod n;
+    # the first gives the validation split and the vocabularies: ordo.data.shards)
     model: ModelConfig = field(default_factory=ModelConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
     decode: DecodeConfig = field(default_factory=DecodeConfig)

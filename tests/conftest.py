@@ -43,14 +43,35 @@ def demo_data(tmp_path_factory) -> Path:
     return prepared(tmp_path_factory.mktemp("demo"), 6000, 300)
 
 
+SHARD_PAIRS = (240, 160, 200)  # training pairs of each shard of ``sharded_data``: unequal, to tell them apart
+
+
+@pytest.fixture(scope="session")
+def sharded_data(tmp_path_factory) -> list[Path]:
+    """One synthetic corpus prepared as three shards of SHARD_PAIRS training pairs (disjoint sentences): the
+    first with valid/test and a joint vocabulary of 200 pieces, the others with ``vocab_from`` the first."""
+    root = tmp_path_factory.mktemp("shards")
+    sizes = {f"train{index}": pairs for index, pairs in enumerate(SHARD_PAIRS)}
+    splits = write_corpus(root / "text", {**sizes, "valid": 60, "test": 60}, seed=3)
+    dirs = [root / f"shard{index}" for index in range(len(SHARD_PAIRS))]
+    for index, data_dir in enumerate(dirs):
+        train_src, train_tgt = splits[f"train{index}"]
+        held_out = {"valid_src": str(splits["valid"][0]), "valid_tgt": str(splits["valid"][1]),
+                    "test_src": str(splits["test"][0]), "test_tgt": str(splits["test"][1])} if index == 0 else {}
+        cfg = PrepareConfig(train_src=str(train_src), train_tgt=str(train_tgt), out=str(data_dir), vocab_size=200,
+                            vocab_from=str(dirs[0]) if index else "", **held_out)
+        prepare(cfg, progress=False)
+    return dirs
+
+
 TINY_TRAIN = ["model.preset=tiny", "model.d_model=32", "model.ffn_dim=64", "train.max_tokens=400",
               "train.warmup_steps=20", "train.lr=3e-3", "train.progress=false", "train.valid_bleu=false",
               "train.threads=2"]
 
 
-def train_tiny_steps(data: Path, run: Path, steps: int, *overrides: str) -> list[float]:
-    """Train a tiny model (TINY_TRAIN) on ``data`` into ``run`` for ``steps`` updates, validated three times,
-    with extra ``--set`` overrides; returns the validation losses."""
+def train_tiny_steps(data: Path | str, run: Path, steps: int, *overrides: str) -> list[float]:
+    """Train a tiny model (TINY_TRAIN) on ``data`` (a directory, or shards ``DIR1:DIR2``) into ``run`` for ``steps``
+    updates, validated three times, with extra ``--set`` overrides; returns the validation losses."""
     from ordo import api
     from ordo.checkpoint import load_checkpoint, step_checkpoints
     from ordo.config import load_config
@@ -59,6 +80,28 @@ def train_tiny_steps(data: Path, run: Path, steps: int, *overrides: str) -> list
                              f"train.valid_every={steps // 3}", "train.keep_last=3", *overrides])
     api.train(cfg, run)
     return [load_checkpoint(p)["valid"]["loss"] for p in step_checkpoints(run / "checkpoints")]
+
+
+@pytest.fixture
+def tiny_config():
+    """The config of a tiny run (TINY_TRAIN) on ``data`` (a directory, or shards ``DIR1:DIR2``), with extra
+    ``--set`` overrides."""
+    from ordo.config import load_config
+
+    def build(data: Path | str, *overrides: str):
+        return load_config(None, [f"data={data}", *TINY_TRAIN, *overrides])
+
+    return build
+
+
+@pytest.fixture
+def train_tiny_on(tmp_path):
+    """``train_tiny_steps`` into ``tmp_path / name``: (data, steps, *overrides) -> the validation losses."""
+
+    def run(data: Path | str, steps: int, *overrides: str, name: str = "run") -> list[float]:
+        return train_tiny_steps(data, tmp_path / name, steps, *overrides)
+
+    return run
 
 
 @pytest.fixture

@@ -13,7 +13,8 @@ larger than memory work. A data directory holds, per split (``train``, ``valid``
 - ``{split}.src.txt``, ``{split}.tgt.txt``: the raw text of the kept pairs (references for BLEU);
 - ``{split}.field.{name}.bin/.idx``: optional per-source-token fields added by methods;
 
-plus the SentencePiece model(s) and ``data.yaml`` (:class:`DataMeta`), written last. A lattice corpus
+plus the SentencePiece model(s) and ``data.yaml`` (:class:`DataMeta`), written last; it records a digest of the
+vocabulary files, which the shards of one training corpus share (:mod:`ordo.data.shards`). A lattice corpus
 (paper 002) has edge ids as its source rows, the fields ``lattice_start``/``lattice_end`` and a
 ``lattice/`` directory (:mod:`ordo.data.lattice.corpus`) holding the source vocabulary.
 """
@@ -278,6 +279,7 @@ class DataMeta:
     splits: dict[str, int] = field(default_factory=dict)  # sentence pairs per split
     fields: dict[str, list[str]] = field(default_factory=dict)  # extra per-token fields per split
     src_lattice: str = ""  # lattice directory (segmenters, models) when the source side is lattices (paper 002)
+    vocab_sha256: str = ""  # digest of the vocabulary files: shards of one corpus share it (ordo.data.shards)
     schema_version: int = SCHEMA_VERSION  # layout version of the data directory
 
     def save(self, data_dir: Path) -> None:

@@ -9,12 +9,14 @@ Steps, in order:
    all of them when their sentences number at most ``spm_input_sentence_size`` (two per pair for a joint
    model), else a uniform random sample of that many sentences (:func:`sample_flags`, seeded by ``seed``), as
    Marian and fairseq train on a bounded sample. The sampled pairs of the possibly gzipped inputs are streamed
-   into temporary plain files in ``out``, removed afterwards.
+   into temporary plain files in ``out``, removed afterwards. With ``vocab_from: DIR`` nothing is trained: DIR's
+   models are copied and encode the corpus, which makes it a shard of DIR's corpus (:mod:`ordo.data.shards`).
 3. Each split is encoded from its input files in chunks; training pairs outside the length limits are dropped
    and counted (validation and test pairs are kept, over-long ones only reported). The piece ids are streamed
    into token arrays (:class:`ordo.data.corpus.TokenArrayWriter`: rows appended to the ``.bin``, offsets to the
    ``.idx``) and the raw text of the kept pairs to ``{split}.src.txt``/``{split}.tgt.txt``.
-4. ``data.yaml`` is written last, so a directory that has one is complete.
+4. ``data.yaml`` is written last, so a directory that has one is complete; it records a digest of the
+   vocabulary files (:func:`ordo.data.shards.vocab_digest`).
 
 Memory is therefore bounded whatever the corpus size: no step holds more than one chunk of ``CHUNK_LINES``
 pairs, and SentencePiece's trainer, which holds its input and dominates the peak (about 1.3 KB per sentence
@@ -47,6 +49,7 @@ from tqdm import tqdm
 from ordo.choices import check_choices
 from ordo.data.corpus import LATTICE_DIR, META_NAME, DataMeta, TokenArrayWriter
 from ordo.data.lattice.corpus import LatticeConfig, LatticeEncoder, train_lattice_encoder
+from ordo.data.shards import copy_vocabs, vocab_digest
 from ordo.data.source import SourceEncoder
 from ordo.data.textio import atomic_write, iter_lines
 from ordo.data.vocab import TokenVocab, Vocab, train_sentencepiece
@@ -85,6 +88,7 @@ class PrepareConfig:
     aligner: Literal["eflomal", "fast_align"] = "eflomal"  # word aligner for reorder_positions
     symmetrization: Literal["grow-diag-final-and", "intersection", "union"] = "grow-diag-final-and"
     lattice: LatticeConfig = field(default_factory=LatticeConfig)  # source lattices of several segmentations (paper 002)
+    vocab_from: str = ""  # a prepared directory whose vocabularies encode this corpus (a shard of one corpus)
 
     def __post_init__(self) -> None:
         check_choices(self, "prepare")
@@ -126,36 +130,27 @@ def prepare(cfg: PrepareConfig, progress: bool = True) -> DataMeta:
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
     _remove_stale_outputs(out, splits)
-    plain = (out / ".train.src.plain.tmp", out / ".train.tgt.plain.tmp")
-    skip_empty = cfg.empty_lines == "skip"
-    lattice: LatticeEncoder | None = None
-    src_vocab: Vocab | TokenVocab
-    train_pairs = stats["train"].pairs - stats["train"].empty
-    try:
-        sample = sample_flags(train_pairs, spm_sample_pairs(cfg) or train_pairs, cfg.seed)
-        _copy_pairs(splits["train"], plain, skip_empty, sample)
-        if cfg.lattice.enabled:
-            lattice = _train_lattice(cfg, plain, splits["train"], out, train_pairs, progress)
-            src_vocab, tgt_vocab = lattice.vocab, _train_target_vocab(cfg, plain[1], out)
-        else:
-            src_vocab, tgt_vocab = _train_vocabs(cfg, plain, out)
-        for name, files in splits.items():
-            pairs = _iter_pairs(*files, skip_empty=skip_empty)
-            _encode_split(name, pairs, SourceEncoder(src_vocab, lattice), files[0], tgt_vocab, out, cfg, stats[name],
-                          progress)
-    finally:
-        for path in plain:
-            path.unlink(missing_ok=True)
+    if cfg.vocab_from:
+        src_vocab, tgt_vocab, lattice = copy_vocabs(Path(cfg.vocab_from), out)
+        logger.info("vocabulary: the models of %s (vocab_size, joint_vocab, model_type and lattice unused)",
+                    cfg.vocab_from)
+    else:
+        src_vocab, tgt_vocab, lattice = _learn_vocabs(cfg, splits["train"], stats["train"], out, progress)
+    for name, files in splits.items():
+        pairs = _iter_pairs(*files, skip_empty=cfg.empty_lines == "skip")
+        _encode_split(name, pairs, SourceEncoder(src_vocab, lattice), files[0], tgt_vocab, out, cfg, stats[name],
+                      progress)
     if stats["train"].kept == 0:
         raise InputError(f"{cfg.train_src}: every pair was dropped by the length filters (see max_len, min_len)")
     meta = DataMeta(
-        src_lang=cfg.src_lang, tgt_lang=cfg.tgt_lang, joint_vocab=cfg.joint_vocab and lattice is None,
-        src_vocab=str(src_vocab.path.relative_to(out)), tgt_vocab=tgt_vocab.path.name,
+        src_lang=cfg.src_lang, tgt_lang=cfg.tgt_lang, joint_vocab=src_vocab is tgt_vocab,
+        src_vocab=str(src_vocab.path.relative_to(out)), tgt_vocab=str(tgt_vocab.path.relative_to(out)),
         src_vocab_size=len(src_vocab), tgt_vocab_size=len(tgt_vocab),
         splits={name: s.kept for name, s in stats.items()},
         fields={name: list(SourceEncoder(src_vocab, lattice).field_names) for name in stats if lattice is not None},
         src_lattice=LATTICE_DIR if lattice is not None else "",
     )
+    meta.vocab_sha256 = vocab_digest(out, meta)
     meta.save(out)
     _log_summary(cfg, meta, stats)
     if cfg.reorder_positions:
@@ -166,6 +161,27 @@ def prepare(cfg: PrepareConfig, progress: bool = True) -> DataMeta:
     return meta
 
 
+def _learn_vocabs(
+    cfg: PrepareConfig, files: tuple[Path, Path], stats: SplitStats, out: Path, progress: bool
+) -> tuple[Vocab | TokenVocab, Vocab, LatticeEncoder | None]:
+    """Train the vocabularies on a sample of the training pairs ``files`` (whose counts ``stats`` holds):
+    SentencePiece model(s), or a lattice directory and the target's model; returns ``(src_vocab, tgt_vocab,
+    lattice)``, the same object twice for a joint model."""
+    plain = (out / ".train.src.plain.tmp", out / ".train.tgt.plain.tmp")
+    train_pairs = stats.pairs - stats.empty
+    try:
+        sample = sample_flags(train_pairs, spm_sample_pairs(cfg) or train_pairs, cfg.seed)
+        _copy_pairs(files, plain, cfg.empty_lines == "skip", sample)
+        if cfg.lattice.enabled:
+            lattice = _train_lattice(cfg, plain, files, out, train_pairs, progress)
+            return lattice.vocab, _train_target_vocab(cfg, plain[1], out), lattice
+        src_vocab, tgt_vocab = _train_vocabs(cfg, plain, out)
+        return src_vocab, tgt_vocab, None
+    finally:
+        for path in plain:
+            path.unlink(missing_ok=True)
+
+
 def check_config(cfg: PrepareConfig) -> None:
     """Reject missing or inconsistent settings before any file is read.
 
@@ -174,6 +190,7 @@ def check_config(cfg: PrepareConfig) -> None:
 
     Raises:
         ConfigError: naming the key.
+        InputError: when ``vocab_from`` is not a prepared directory (naming its ``data.yaml``).
     """
     for key in ("train_src", "train_tgt", "out"):
         if not getattr(cfg, key):
@@ -196,6 +213,12 @@ def check_config(cfg: PrepareConfig) -> None:
         cfg.lattice.check()
         if cfg.reorder_positions:
             raise ConfigError("prepare: reorder_positions aligns source pieces and cannot be combined with lattice")
+    if cfg.vocab_from:
+        if Path(cfg.vocab_from).resolve() == Path(cfg.out).resolve():
+            raise ConfigError(f"prepare: vocab_from {cfg.vocab_from} is the output directory; name another one")
+        if cfg.lattice.enabled:
+            raise ConfigError("prepare: vocab_from brings the lattice segmenters of its directory; leave lattice out")
+        DataMeta.load(Path(cfg.vocab_from))  # a wrong directory fails here, not after the corpus is read
     if cfg.reorder_positions:
         from ordo.data.alignment.aligners import aligner_module
 
@@ -458,9 +481,9 @@ def _log_summary(cfg: PrepareConfig, meta: DataMeta, stats: dict[str, SplitStats
             logger.warning("%s: %d pairs skipped: their source lattice has more than lattice.max_edges=%d edges",
                            name, s.lattice_too_long, cfg.lattice.max_edges)
     kind = "joint" if meta.joint_vocab else "separate"
-    logger.info("vocabulary (%s, %s): %d source and %d target pieces", kind, cfg.model_type,
+    logger.info("vocabulary (%s, %s): %d source and %d target pieces", kind, cfg.vocab_from or cfg.model_type,
                 meta.src_vocab_size, meta.tgt_vocab_size)
     spm_sizes = [meta.tgt_vocab_size] if meta.src_lattice else [meta.src_vocab_size, meta.tgt_vocab_size]
-    if min(spm_sizes) < cfg.vocab_size:
+    if not cfg.vocab_from and min(spm_sizes) < cfg.vocab_size:
         logger.warning("the corpus is too small for vocab_size %d; SentencePiece learnt fewer pieces", cfg.vocab_size)
     logger.info("wrote %s", cfg.out)

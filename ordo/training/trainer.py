@@ -30,6 +30,7 @@ from ordo.config import ExperimentConfig, to_dict
 from ordo.data.batch import Batch
 from ordo.data.batching import collate, epoch_batches
 from ordo.data.corpus import ParallelData
+from ordo.data.shards import data_dirs, epoch_shard
 from ordo.data.textio import read_lines
 from ordo.data.vocab import Vocab
 from ordo.decoding.translator import translate_rows
@@ -57,6 +58,7 @@ class Progress:
     step: int = 0  # updates done
     epoch: int = 1  # current epoch (1-based)
     position: int = 0  # index of the next batch within the epoch's batch list
+    shard: str = ""  # the data directory whose training split the current epoch reads (ordo.data.shards)
     best: float | None = None  # best validation figure so far (see train.best_metric)
     bad_validations: int = 0  # validations since the best one
     train_seconds: float = 0.0  # wall time spent training, over all resumptions
@@ -107,8 +109,9 @@ class Trainer:
         self.optimizer = build_optimizer(self.model, self.tcfg)
         self.amp = amp_dtype(self.tcfg.amp, self.device)
         self.scaler = torch.amp.GradScaler(enabled=self.amp == torch.float16)
-        data_dir = Path(cfg.data)
-        self.train_data = ParallelData.open(data_dir, "train")
+        self.data_dirs = data_dirs(cfg.data)  # the shards; the first gives valid and the vocabularies
+        data_dir = self.data_dirs[0]
+        self.train_data = ParallelData.open(data_dir, "train")  # the training split of the epoch's shard
         self.valid_data = ParallelData.open(data_dir, "valid") if (data_dir / "valid.src.idx").exists() else None
         self.valid_refs = read_lines(data_dir / "valid.tgt.txt") if self.valid_data is not None else []
         self.tgt_vocab = Vocab.load(data_dir / self.train_data.meta.tgt_vocab)
@@ -256,9 +259,22 @@ class Trainer:
         usable = len(batches) - len(batches) % self.dist.world_size
         return batches[self.dist.rank : usable : self.dist.world_size]
 
+    def read_epoch_shard(self) -> None:
+        """Make ``train_data`` the training split of the shard the current epoch reads (:func:`epoch_shard`; a run
+        resumed part-way through an epoch goes on with the shard its checkpoint recorded), and log it."""
+        resumed = self.progress.shard if self.progress.position else ""
+        shard = epoch_shard(self.data_dirs, self.progress.epoch, resumed)
+        if self.train_data.src.prefix.parent != shard:
+            del self.train_data  # one shard's lengths in memory at a time
+            self.train_data = ParallelData.open(shard, "train")
+        self.progress.shard = str(shard)
+        logger.info("epoch %d | shard %d of %d: %s (%d pairs)", self.progress.epoch, self.data_dirs.index(shard) + 1,
+                    len(self.data_dirs), shard, len(self.train_data))
+
     def updates(self) -> Iterator[list[np.ndarray]]:
-        """Groups of ``update_freq`` batches from the saved position on, epoch after epoch."""
+        """Groups of ``update_freq`` batches from the saved position on, epoch after epoch, shard after shard."""
         while self.tcfg.max_epochs <= 0 or self.progress.epoch <= self.tcfg.max_epochs:
+            self.read_epoch_shard()
             batches = self.epoch_batch_list(self.progress.epoch)
             while self.progress.position < len(batches):
                 start = self.progress.position
@@ -266,6 +282,7 @@ class Trainer:
                 yield batches[start : self.progress.position]
             self.progress.epoch += 1
             self.progress.position = 0
+            del batches  # the next shard's arrays replace this shard's rather than join them
 
     # -- steps -------------------------------------------------------------------------------------
 
@@ -433,7 +450,7 @@ class Trainer:
                 bar.update(1)
                 if self.progress.step % self.tcfg.log_every == 0:
                     nll = float(stats["nll"]) / max(stats["tokens"], 1)
-                    bar.set_postfix(nll=f"{nll:.3f}", epoch=self.progress.epoch)
+                    bar.set_postfix(nll=f"{nll:.3f}", epoch=self.progress.epoch, shard=Path(self.progress.shard).name)
                     self.log_stats(stats, time.perf_counter() - log_start)
                     stats, log_start = _zero_stats(), time.perf_counter()
                 if self.progress.step % self.tcfg.valid_every == 0:
