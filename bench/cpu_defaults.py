@@ -17,13 +17,13 @@ the backends' order:
 Then, per product (``--products``, in a process of its own): each layer shape of each preset (the output
 projection at the prepared vocabulary's size) at 1, 5 and 200 rows (one row, a beam of 5, a file's batch of
 beams), without gradients: BLAS, oneDNN on the packed weight and oneDNN on the plain weight (µs, the median of 3
-alternating rounds), the backend ``cpu_gemm: auto``'s timing picks in decoding (``ordo.gemm.timed_choice``), and
+alternating rounds), the backend ``cpu_gemm: auto``'s timing picks in decoding (``ordo.gemm.KeyTiming``), and
 the time to pack the whole model's weights for oneDNN: the figures behind ``ordo/gemm.py``'s reasoning.
 
 Every process runs with ``OMP_NUM_THREADS`` = ``MKL_NUM_THREADS`` = ``--threads``. ``auto`` is measured as a run
-of its own (not copied from the backend it resolves to). The report gives each figure per round, the medians,
-and ``auto`` against the better of blas and onednn (speed: auto / best; memory: auto / lowest), marking where
-``auto`` is behind by more than 5%.
+of its own (not copied from the backend it resolves to). The report gives each figure per round, the best
+round's (other work on the machine only slows a run down), and ``auto`` against the better of blas and onednn
+(speed: auto / best; memory: auto / lowest), marking where ``auto`` is behind by more than 5%.
 
 ``--pause FILE``: process-group ids, one a line, that are stopped (SIGSTOP) for each measured process and
 continued (SIGCONT) right after it, also on an error or a signal, so that other work on the machine waits only
@@ -51,6 +51,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 if not __package__:  # run as `python bench/NAME.py`: the repository root, not bench/, first on the path
     sys.path[0] = str(Path(__file__).resolve().parents[1])
@@ -255,13 +256,27 @@ def products_child(presets: list[str], vocab: int, result: str) -> None:
                 for _ in range(3):
                     for name, call in calls.items():
                         times[name].append(time_call(call))
-                with gemm.cpu_gemm("auto", timed=True), torch.inference_mode():
-                    pick = gemm.timed_choice(x, weight.detach(), bias)[0]
+                pick = auto_choice(x, weight, bias)
                 rows_out.append({"preset": preset, "layer": f"{layer} ({out_features} x {in_features})", "rows": rows,
                                  **{name: statistics.median(values) * 1e6 for name, values in times.items()},
                                  "auto": pick})
         rows_out.append({"preset": preset, "pack_ms": pack_seconds * 1e3})
     Path(result).write_text(json.dumps(rows_out))
+
+
+def auto_choice(x: Any, weight: Any, bias: Any) -> str:
+    """The backend ``cpu_gemm: auto`` chooses in decoding for the product x W^T + b (tensors): the product
+    repeated, timed by ``ordo.gemm.KeyTiming`` as a translation's products are, until its key is decided."""
+    import torch
+
+    from ordo import gemm
+
+    key = (weight.size(0), weight.size(1), gemm.row_bucket(x.size(0)), torch.get_num_threads())
+    gemm._choices.pop(key, None)
+    with gemm.cpu_gemm("auto", timed=True), torch.inference_mode():
+        while key not in gemm._choices:
+            gemm.linear(x, weight, bias)
+    return gemm._choices[key]
 
 
 def product_table(args: argparse.Namespace, data_dir: Path) -> list[str]:
@@ -336,23 +351,25 @@ def cpu_lines() -> list[str]:
     return [cpu, auto]
 
 
-def median(values: Sequence[float]) -> float:
-    """The median of ``values``."""
-    return statistics.median(values)
+def best_round(values: Sequence[float], higher_is_better: bool) -> float:
+    """The best of the rounds' ``values`` (the highest speed, the lowest memory): other work on the machine only
+    slows a run down, so the best round is the one it disturbed least."""
+    return max(values) if higher_is_better else min(values)
 
 
-def cell(values: Sequence[float], form: str) -> str:
-    """The median of ``values``, with every round's value in brackets when there are several."""
-    text = form.format(median(values))
+def cell(values: Sequence[float], form: str, higher_is_better: bool) -> str:
+    """The best round of ``values``, with every round's value in brackets when there are several."""
+    text = form.format(best_round(values, higher_is_better))
     return text if len(values) == 1 else f"{text} ({' / '.join(form.format(v) for v in values)})"
 
 
 def auto_against_best(figures: dict[str, Figures], name: str, higher_is_better: bool) -> str:
-    """``auto``'s median over the better median of blas and onednn for the figure ``name``, marked when auto is
+    """``auto``'s best round over the better of blas's and onednn's for the figure ``name``, marked when auto is
     behind by more than :data:`NOISE`."""
-    medians = {backend: median(getattr(figures[backend], name)) for backend in ("blas", "onednn", "auto")}
-    best = max(medians["blas"], medians["onednn"]) if higher_is_better else min(medians["blas"], medians["onednn"])
-    ratio = medians["auto"] / best
+    bests = {backend: best_round(getattr(figures[backend], name), higher_is_better)
+             for backend in ("blas", "onednn", "auto")}
+    best = max(bests["blas"], bests["onednn"]) if higher_is_better else min(bests["blas"], bests["onednn"])
+    ratio = bests["auto"] / best
     behind = ratio < 1 - NOISE if higher_is_better else ratio > 1 + NOISE
     return f"{ratio:.2f}{' **behind**' if behind else ''}"
 
@@ -369,7 +386,7 @@ def preset_table(preset: str, updates: int, figures: dict[str, Figures]) -> list
     lines = [f"**{preset}** ({updates} measured updates per training run):", "",
              f"| figure | {' | '.join(backends)} | auto / best |", "|---|" + "---:|" * (len(backends) + 1)]
     for name, title, form, higher in FIGURES:
-        cells = [cell(getattr(figures[backend], name), form) for backend in backends]
+        cells = [cell(getattr(figures[backend], name), form, higher) for backend in backends]
         against = auto_against_best(figures, name, higher) if {"blas", "onednn", "auto"} <= set(figures) else "-"
         lines.append(f"| {title} | {' | '.join(cells)} | {against} |")
     return lines + [""]
@@ -378,8 +395,8 @@ def preset_table(preset: str, updates: int, figures: dict[str, Figures]) -> list
 def report(args: argparse.Namespace, command: str, tables: list[str], started: str) -> str:
     """The whole markdown report."""
     setting = (f"Multi30k En→De (the recipe's data and train.yaml, `model.preset` set), 3,000-token batches, "
-               f"{args.warmup} warm-up updates per run, {args.threads} threads, {args.rounds} round(s), medians (each "
-               f"round's figure in brackets); beam 5 over the first {args.sentences} sentences of test2016 in one "
+               f"{args.warmup} warm-up updates per run, {args.threads} threads, {args.rounds} round(s), the best "
+               f"round of each (other work only slows a run; each round's figure in brackets); beam 5 over the first {args.sentences} sentences of test2016 in one "
                f"call and the first {args.single} one at a time, by each preset's barely trained model (hypotheses "
                f"to the length limit). auto / best: auto's figure over the better of blas and onednn (memory: over "
                f"the lower), **behind** where it trails by more than {NOISE:.0%}. Load average at the start "

@@ -9,7 +9,7 @@ it:
 - ``blas``: torch's default path, everywhere;
 - ``onednn``: oneDNN for float32 tensors on CPU outside autocast (anything else keeps torch's path);
 - ``auto``: in training, a rule on the CPU (:func:`onednn_wins`); in decoding, the faster of the two for each
-  product shape, timed on the machine at hand (:func:`timed_choice`).
+  product shape, timed on the machine at hand (:class:`KeyTiming`).
 
 Training (``auto``): oneDNN on x86 CPUs not made by Intel that have AVX-512, BLAS elsewhere. There MKL's
 generic path runs AVX2 code where oneDNN runs AVX-512 code, and oneDNN trains much faster; on an AMD CPU
@@ -23,16 +23,15 @@ Decoding (``auto`` in a :func:`cpu_gemm` block opened with ``timed=True`` that n
 ``ordo translate``, ``ordo serve`` and the API's translate open it): which backend is faster for a product
 depends on its shape and row count in a way no rule on the CPU's flags captures. oneDNN's packed weights win
 for a few rows of a wide layer (the output projection of a beam's rows most of all) and lose to BLAS by a
-fixed overhead per call on narrow layers and single rows; for thousands of rows the two are level. So the
-first product of each (weight shape, row bucket) in a process runs on both backends, each timed, and the
-faster is kept for that key for the rest of the process (:func:`timed_choice`; the rule's backend unless the
-other is faster by :func:`timing_margin`), except that a product BLAS finishes faster than oneDNN can run any
-product (:func:`onednn_floor`) keeps BLAS untimed. A key is timed only once its products have taken
-:func:`timing_after` on the rule's backend: the timing costs a few milliseconds (oneDNN builds a kernel for
-the shape, and both backends run), which a key used a few times would not pay back, and this way the timing
-costs at most a share of the time the key has taken so far. Row buckets are powers of two (:func:`row_bucket`), and a
+fixed overhead per call on narrow layers and single rows; for thousands of rows the two are level. So each
+(weight shape, row bucket) key is timed on its own products (:class:`KeyTiming`): on the rule's backend until
+they have taken :func:`timing_after` (a key used a few times would not pay its timing back), then a few on the
+other backend, and the faster per row is kept for the rest of the process: the rule's backend unless the other
+is faster by :func:`timing_margin`. No product runs twice, so the timing costs the slower backend's few
+products, and oneDNN's kernel for the shape; a key whose products BLAS finishes faster than oneDNN can run any
+product (:func:`onednn_floor`) keeps BLAS untried. Row buckets are powers of two (:func:`row_bucket`), and a
 oneDNN product without gradients pads its rows (:func:`inference_rows`), since oneDNN builds a kernel for each
-row count it meets (:func:`_onednn_inference`). A key that chose BLAS drops the packed weight its timing made.
+row count it meets (:func:`_onednn_inference`). A key that chose BLAS drops the packed weights its trials made.
 The translations of two processes can then differ where float32 rounding decides a near tie, as they can
 between ``blas`` and ``onednn``; set ``decode.cpu_gemm`` to either for bit-identical translations across
 processes.
@@ -57,7 +56,9 @@ import functools
 import platform
 import time
 import weakref
+from collections import deque
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
@@ -72,7 +73,7 @@ _timed: bool = False  # whether that block chooses per product by timing (module
 # (out features, in features, row bucket, threads) -> the faster backend, timed once per process
 _choices: dict[tuple[int, int, int, int], str] = {}
 _floors: dict[int, float] = {}  # threads -> oneDNN's least seconds per product (onednn_floor)
-_untimed_seconds: dict[tuple[int, int, int, int], float] = {}  # key -> seconds its products took before timing
+_timings: dict[tuple[int, int, int, int], KeyTiming] = {}  # the keys still being timed
 _packed_weights: WeakIdKeyDictionary | None = None  # trained weight -> packed copy, for the outermost block's life
 # frozen weights: id(weight) -> (a weak reference to it, its version, packed copy); a plain dict, as a lookup
 # happens for every product of a decoding step, and the reference's callback drops the entry with the weight
@@ -82,8 +83,8 @@ ROW_BUCKET = 128  # bf16 training products on a CPU see row counts that are mult
 SMALL_ROW_BUCKET = 16  # ... or, up to ROW_BUCKET rows (an RNN's time step), multiples of this
 TIMING_MARGIN = 0.05  # a timed choice leaves the rule's backend only for one faster by this share ...
 WIDE_TIMING_MARGIN = 0.2  # ... and above SMALL_ROW_BUCKET rows by this one (timing_margin)
-TIMING_SAMPLES = (1, 5)  # timed runs of each backend per key after the first: at least, and at most ...
-TIMING_BUDGET_S = 0.002  # ... more than the least only while both backends' runs so far took less than this
+TRIAL_RUNS = 2  # timed products of a key on each backend that decide it (KeyTiming)
+FLOOR_RUNS = 5  # timed products of onednn_floor's, after one untimed
 TIMING_AFTER_S = 0.01  # a key is timed once its products have taken this long on the rule's backend ...
 FEW_ROWS_TIMING_AFTER_S = 0.002  # ... or this long, for up to SMALL_ROW_BUCKET rows (timing_after)
 
@@ -155,7 +156,7 @@ def cpu_gemm(backend: str, timed: bool = False) -> Iterator[str]:
     process's: one training or translation at a time.
 
     ``timed`` (decoding): ``auto`` picks the faster backend per product shape by timing both
-    (:func:`timed_choice`), unless an enclosing block is not timed (a training run's validation keeps the
+    (:class:`KeyTiming`), unless an enclosing block is not timed (a training run's validation keeps the
     training rule, so that a run and its resumption pick alike). Products that need gradients keep the rule.
 
     A weight being trained that was packed for oneDNN is kept until the outermost block ends (:func:`_packed`), so
@@ -284,8 +285,10 @@ def _has_packed(weight: torch.Tensor) -> bool:
 
 
 def row_bucket(rows: int) -> int:
-    """The bucket of a product's row count for :func:`timed_choice`: the power of two at or above ``rows``."""
-    return 1 << max(rows - 1, 0).bit_length()
+    """The bucket of a product's row count for :class:`KeyTiming`: ``rows`` itself up to
+    :data:`SMALL_ROW_BUCKET` (a fixed cost per call weighs most there, so products of other counts would not
+    compare per row), else the power of two at or above ``rows``."""
+    return rows if rows <= SMALL_ROW_BUCKET else 1 << (rows - 1).bit_length()
 
 
 def pick(blas_seconds: float, onednn_seconds: float, preferred: str, margin: float = TIMING_MARGIN) -> str:
@@ -321,7 +324,7 @@ def onednn_floor() -> float:
     if threads not in _floors:
         x, packed = torch.ones(1, 16), _pack(torch.ones(16, 16))
         _onednn_linear(x, packed, None)
-        _floors[threads] = min(_seconds(lambda: _onednn_linear(x, packed, None)) for _ in range(TIMING_SAMPLES[1]))
+        _floors[threads] = min(_seconds(lambda: _onednn_linear(x, packed, None)) for _ in range(FLOOR_RUNS))
     return _floors[threads]
 
 
@@ -332,61 +335,84 @@ def _seconds(call: Callable[[], object]) -> float:
     return time.perf_counter() - start
 
 
-def timed_choice(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> tuple[str, torch.Tensor]:
-    """Time the product x W^T + b on both backends and return the faster (:func:`pick` with
-    :func:`timing_margin`) with its result.
+@dataclass
+class KeyTiming:
+    """The timing of one key (weight shape, row bucket, threads) in decoding, on its real products: first on the
+    rule's backend (``rule``) until they have taken :func:`timing_after`, then on the other until
+    :data:`TRIAL_RUNS` of them have run without packing a weight (:meth:`record`); then :func:`pick` with
+    :func:`timing_margin` decides. No product is run twice for the timing, so it costs only the other
+    backend's few products where it is the slower, and oneDNN's packing and kernel for the shape."""
 
-    BLAS runs first, timed: a product it finishes in less than oneDNN's least cost per call
-    (:func:`onednn_floor`) keeps BLAS without packing the weight for oneDNN. Otherwise oneDNN runs once untimed
-    (it packs the weight and builds its kernel for the shape); then the two alternate, :data:`TIMING_SAMPLES`
-    runs each (the most while they stay under :data:`TIMING_BUDGET_S`: a large product's timing is steadier),
-    and each backend's fastest run counts, so that a run slowed by other work on the machine does not decide.
-    A weight packed only for the timing is unpacked again if BLAS wins."""
-    results: dict[str, torch.Tensor] = {}
+    rule: str
+    spent: float = 0.0  # seconds the key's products have taken on the rule's backend
+    trials: int = 0  # products run on the other backend so far
+    recent: deque[float] = field(default_factory=lambda: deque(maxlen=TRIAL_RUNS))  # the rule's last s/row
+    other_per_row: float = float("inf")  # the other backend's least seconds per row in the trial
+    least: float = float("inf")  # the rule's least seconds per product
+    packed: list[weakref.ref] = field(default_factory=list)  # weights its oneDNN products packed first
 
-    def run(name: str) -> float:
-        start = time.perf_counter()
-        results[name] = F.linear(x, weight, bias) if name == "blas" else _onednn_inference(x, weight, bias)
-        return time.perf_counter() - start
+    @property
+    def other(self) -> str:
+        """The backend the rule's is timed against."""
+        return "blas" if self.rule == "onednn" else "onednn"
 
-    best = {"blas": run("blas"), "onednn": float("inf")}
-    if best["blas"] < onednn_floor():
-        return "blas", results["blas"]
-    was_packed = _has_packed(weight)
-    run("onednn")
-    spent = best["blas"]
-    least, most = TIMING_SAMPLES
-    for sample in range(most):
-        if sample >= least and spent >= TIMING_BUDGET_S:
-            break
-        for name in ("onednn", "blas"):
-            seconds = run(name)
-            best[name] = min(best[name], seconds)
-            spent += seconds
-    choice = pick(best["blas"], best["onednn"], _active, timing_margin(x.numel() // max(x.size(-1), 1)))
-    if choice == "blas" and not was_packed:
-        _drop_packed(weight)
-    return choice, results[choice]
+    def backend(self, rows: int) -> str:
+        """The backend the key's next product of ``rows`` rows runs on."""
+        return self.other if self.trials or (self.recent and self.spent >= timing_after(rows)) else self.rule
+
+    def record(self, backend: str, seconds: float, rows: int, packed: bool) -> str | None:
+        """Count a product of ``rows`` rows that took ``seconds`` on ``backend`` (``packed``: it packed its
+        weight for oneDNN first, so its time is not the product's: the layers of one shape are one key, and each
+        weight is packed at its first oneDNN product); the key's choice once it is made, from the least seconds
+        per row of the rule's last :data:`TRIAL_RUNS` products and of as many trial products (neither side
+        favoured by its count); BLAS at once where the rule is BLAS and its products take less than
+        :func:`onednn_floor`."""
+        if packed:
+            self.trials = max(self.trials, 1) if backend == self.other else self.trials
+            return None
+        if backend == self.rule:
+            self.spent += seconds
+            self.least = min(self.least, seconds)
+            self.recent.append(seconds / rows)
+            if self.rule == "blas" and self.spent >= timing_after(rows) and self.least < onednn_floor():
+                return "blas"
+            return None
+        self.trials += 1
+        self.other_per_row = min(self.other_per_row, seconds / rows)
+        if self.trials <= TRIAL_RUNS:
+            return None
+        per_row = {self.rule: min(self.recent), self.other: self.other_per_row}
+        return pick(per_row["blas"], per_row["onednn"], self.rule, timing_margin(rows))
+
+
+def _product(backend: str, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+    """x W^T + b without gradients on ``backend``."""
+    return _onednn_inference(x, weight, bias) if backend == "onednn" else F.linear(x, weight, bias)
 
 
 def _timed_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
-    """x W^T + b on the backend timed fastest for its key (weight shape, row bucket, threads): on the rule's
-    backend until the key's products have taken :func:`timing_after`, then timed once (:func:`timed_choice`)."""
+    """x W^T + b on the backend chosen for its key (weight shape, row bucket, threads), which its products time
+    until the choice is made (:class:`KeyTiming`); a weight packed only for the timing is let go if BLAS wins."""
     rows = x.numel() // max(x.size(-1), 1)
     key = (weight.size(0), weight.size(1), row_bucket(rows), torch.get_num_threads())
     choice = _choices.get(key)
-    if choice is None:
-        spent = _untimed_seconds.get(key, 0.0)
-        if spent >= timing_after(rows):
-            _choices[key], y = timed_choice(x, weight, bias)
-            return y
-        start = time.perf_counter()
-        y = _onednn_inference(x, weight, bias) if _active == "onednn" else F.linear(x, weight, bias)
-        _untimed_seconds[key] = spent + time.perf_counter() - start
-        return y
-    if choice == "onednn":
-        return _onednn_inference(x, weight, bias)
-    return F.linear(x, weight, bias)
+    if choice is not None:
+        return _product(choice, x, weight, bias)
+    timing = _timings.setdefault(key, KeyTiming(_active))
+    backend = timing.backend(rows)
+    packs = backend == "onednn" and not _has_packed(weight)
+    if packs:
+        timing.packed.append(weakref.ref(weight))
+    start = time.perf_counter()
+    y = _product(backend, x, weight, bias)
+    choice = timing.record(backend, time.perf_counter() - start, rows, packs)
+    if choice is not None:
+        _choices[key] = choice
+        del _timings[key]
+        for packed in timing.packed if choice == "blas" else []:
+            if (packed_weight := packed()) is not None:
+                _drop_packed(packed_weight)
+    return y
 
 
 class _OneDnnLinear(torch.autograd.Function):

@@ -201,8 +201,8 @@ def test_products_without_gradients_on_onednn_pad_their_rows_to_few_counts(onedn
     assert padded == [1, 16, 32, 144, 208, 288, 320, 2816], "at most 1/8 more rows above 128"
 
 
-def test_row_buckets_are_powers_of_two():
-    assert [gemm.row_bucket(n) for n in (1, 2, 3, 4, 5, 8, 9, 200, 2769)] == [1, 2, 4, 4, 8, 8, 16, 256, 4096]
+def test_row_buckets_are_the_rows_of_a_beam_then_powers_of_two():
+    assert [gemm.row_bucket(n) for n in (1, 3, 5, 16, 17, 200, 2769)] == [1, 3, 5, 16, 32, 256, 4096]
 
 
 def test_a_timed_choice_leaves_the_rules_backend_only_for_one_faster_by_the_margin():
@@ -219,7 +219,8 @@ def test_a_timed_choice_leaves_the_rules_backend_only_for_one_faster_by_the_marg
 @pytest.fixture
 def fake_costs(monkeypatch) -> dict[str, object]:
     """Each backend's product advances a fake clock by ``costs[backend]`` seconds and is counted in
-    ``costs['calls']``; the choices timed so far start empty."""
+    ``costs['calls']``; no key is timed or decided yet, each is tried on the other backend after its first
+    product, the rule's backend is BLAS and no product is below oneDNN's floor."""
     state: dict[str, object] = {"now": 0.0, "blas": 1e-4, "onednn": 1e-4, "calls": []}
     plain, kernel = F.linear, gemm._onednn_linear
 
@@ -237,77 +238,87 @@ def fake_costs(monkeypatch) -> dict[str, object]:
     monkeypatch.setattr(gemm, "_onednn_linear", onednn)
     monkeypatch.setattr(gemm, "time", SimpleNamespace(perf_counter=lambda: state["now"]))
     monkeypatch.setattr(gemm, "_choices", {})
-    monkeypatch.setattr(gemm, "_floors", {torch.get_num_threads(): 0.0})  # no product is below oneDNN's floor
-    monkeypatch.setattr(gemm, "_untimed_seconds", {})
-    monkeypatch.setattr(gemm, "timing_after", lambda rows: 0.0)  # each key timed at its first product
+    monkeypatch.setattr(gemm, "_timings", {})
+    monkeypatch.setattr(gemm, "_floors", {torch.get_num_threads(): 0.0})
+    monkeypatch.setattr(gemm, "timing_after", lambda rows: 0.0)
+    monkeypatch.setattr(gemm, "resolve", lambda backend: "blas" if backend == "auto" else backend)
     return state
+
+
+TRIAL = ["onednn"] * (gemm.TRIAL_RUNS + 1)  # a key's products on the other backend: one untimed, then timed
 
 
 @needs_onednn
 @pytest.mark.parametrize("faster", ["blas", "onednn"])
-def test_timed_auto_times_each_shape_once_and_keeps_the_faster_backend(fake_costs, faster):
+def test_timed_auto_times_each_key_on_its_own_products_and_keeps_the_faster(fake_costs, faster):
     torch.manual_seed(4)
     layer = gemm.Linear(16, 40).requires_grad_(False)
-    slower = "onednn" if faster == "blas" else "blas"
-    fake_costs[slower] = 2e-4
-    x = torch.randn(5, 16)
+    fake_costs["onednn" if faster == "blas" else "blas"] = 2e-4
     with gemm.cpu_gemm("auto", timed=True) as backend, torch.inference_mode():
         assert backend == "timed"
-        first = layer(x)
-        timing = list(fake_costs["calls"])
-        assert timing.count("blas") >= 1 and timing.count("onednn") >= 2, "both timed (oneDNN once untimed)"
-        assert list(gemm._choices.values()) == [faster]
-        for rows in (5, 7, 8):  # one row bucket: no new timing
-            assert layer(torch.randn(rows, 16)).shape == (rows, 40)
-        assert fake_costs["calls"][len(timing):] == [faster] * 3
-        torch.testing.assert_close(first, F.linear(x, layer.weight, layer.bias), rtol=1e-5, atol=1e-5)
-        layer(torch.randn(9, 16))  # the next bucket is timed anew
-    assert len(gemm._choices) == 2
+        for rows in (17, 20, 24, 32):  # one row bucket
+            x = torch.randn(rows, 16)
+            torch.testing.assert_close(layer(x), x @ layer.weight.t() + layer.bias, rtol=1e-5, atol=1e-5)
+        assert fake_costs["calls"] == ["blas", *TRIAL], "the rule's backend, then the other's trial, none twice"
+        assert list(gemm._choices.values()) == [faster] and gemm._timings == {}
+        for rows in (17, 30, 32):
+            layer(torch.randn(rows, 16))
+        assert fake_costs["calls"][4:] == [faster] * 3, "decided once per key"
+        layer(torch.randn(33, 16))  # the next bucket is timed anew
+    assert len(gemm._choices) == 1 and len(gemm._timings) == 1
     assert gemm._has_packed(layer.weight) == (faster == "onednn"), "a weight packed for nothing is let go"
+
+
+def run_until_decided(weight: torch.Tensor, rows: int) -> int:
+    """How many products of ``rows`` rows by ``weight`` ran until their key's choice was made (at most 20)."""
+    for products in range(1, 21):
+        gemm.linear(torch.randn(rows, weight.size(1)), weight)
+        if gemm._choices:
+            return products
+    raise AssertionError("no choice after 20 products")
 
 
 @needs_onednn
 @pytest.mark.parametrize(("rows", "faster"), [(5, "onednn"), (40, "blas")])
-def test_above_a_beams_rows_onednn_must_win_by_the_wide_margin(fake_costs, monkeypatch, rows, faster):
+def test_above_a_beams_rows_onednn_must_win_by_the_wide_margin(fake_costs, rows, faster):
     fake_costs["onednn"] = 1e-4 * (1 - (gemm.TIMING_MARGIN + gemm.WIDE_TIMING_MARGIN) / 2)
-    monkeypatch.setattr(gemm, "resolve", lambda backend: "blas")  # the rule's backend, whatever this CPU's
     with gemm.cpu_gemm("auto", timed=True), torch.no_grad():
-        gemm.linear(torch.randn(rows, 16), torch.randn(40, 16))
+        assert run_until_decided(torch.randn(40, 16), rows) == 1 + len(TRIAL)
     assert list(gemm._choices.values()) == [faster]
 
 
 @needs_onednn
 @pytest.mark.parametrize("rule", ["blas", "onednn"])
-def test_a_key_is_timed_once_its_products_have_taken_the_threshold(fake_costs, monkeypatch, rule):
-    monkeypatch.setattr(gemm, "resolve", lambda backend: rule)
+def test_a_key_is_tried_once_its_products_have_taken_the_threshold(fake_costs, monkeypatch, rule):
+    monkeypatch.setattr(gemm, "resolve", lambda backend: rule if backend == "auto" else backend)
     monkeypatch.setattr(gemm, "timing_after", lambda rows: 2.5e-4)
     if rule == "blas":
         fake_costs.update(blas=1e-4, onednn=5e-5)
     else:
         fake_costs["blas"] = 2e-4
-    weight = torch.randn(40, 16)
     with gemm.cpu_gemm("auto", timed=True), torch.no_grad():
-        for _ in range(3):  # 3e-4 on the rule's backend
-            gemm.linear(torch.randn(5, 16), weight)
-        assert fake_costs["calls"] == [rule] * 3 and gemm._choices == {}, "on the rule's backend, untimed"
-        gemm.linear(torch.randn(5, 16), weight)
-        assert list(gemm._choices.values()) == ["onednn"] and len(fake_costs["calls"]) > 5, "timed"
+        run_until_decided(torch.randn(40, 16), 5)
+    other = "blas" if rule == "onednn" else "onednn"
+    packing = [rule] if rule == "onednn" else []  # the first product packs the weight: not a product's time
+    assert fake_costs["calls"] == packing + [rule] * 3 + [other] * len(TRIAL), "3e-4 on the rule's, then the trial"
+    assert list(gemm._choices.values()) == ["onednn"]
 
 
 @needs_onednn
-def test_a_product_faster_than_onednns_floor_keeps_blas_untimed(fake_costs, monkeypatch):
+def test_a_key_faster_than_onednns_floor_keeps_blas_untried(fake_costs, monkeypatch):
     monkeypatch.setattr(gemm, "_floors", {})
+    monkeypatch.setattr(gemm, "timing_after", lambda rows: 2.5e-4)
     fake_costs["onednn"] = 3e-4  # the floor's product too
     weight = torch.randn(40, 16)
     with gemm.cpu_gemm("auto", timed=True), torch.no_grad():
-        y = gemm.linear(torch.randn(5, 16), weight)
-        assert gemm._floors == {torch.get_num_threads(): pytest.approx(3e-4)}
-        floor_calls = ["onednn"] * (gemm.TIMING_SAMPLES[1] + 1)  # the floor's product, once untimed
-        assert fake_costs["calls"] == ["blas", *floor_calls], "one BLAS product, oneDNN never tried on it"
-        assert y.shape == (5, 40) and not gemm._has_packed(weight)
-        fake_costs["blas"] = 4e-4  # slower than the floor: timed
-        gemm.linear(torch.randn(9, 16), weight)
-    assert gemm._choices == {(40, 16, 8, torch.get_num_threads()): "blas", (40, 16, 16, torch.get_num_threads()): "onednn"}
+        run_until_decided(weight, 5)
+        floor_calls = ["onednn"] * (gemm.FLOOR_RUNS + 1)  # the floor's product, once untimed
+        assert fake_costs["calls"] == ["blas"] * 3 + floor_calls, "oneDNN never tried on the key"
+        assert gemm._floors == {torch.get_num_threads(): pytest.approx(3e-4)} and not gemm._has_packed(weight)
+        fake_costs["blas"] = 4e-4  # slower than the floor: tried
+        gemm._choices.clear()
+        run_until_decided(weight, 9)
+    assert gemm._choices == {(40, 16, 9, torch.get_num_threads()): "onednn"}
 
 
 @needs_onednn
@@ -324,7 +335,7 @@ def test_only_decodings_auto_is_timed(fake_costs):
         gemm.linear(torch.randn(4, 8, requires_grad=True), weight)  # a product with gradients keeps the rule
         with torch.autocast("cpu", dtype=torch.bfloat16):
             gemm.linear(x, weight)
-        assert gemm._choices == {}
+        assert gemm._timings == {}
         with torch.no_grad():
             gemm.linear(x, weight)
-    assert len(gemm._choices) == 1
+    assert len(gemm._timings) == 1
