@@ -339,13 +339,14 @@ def _seconds(call: Callable[[], object]) -> float:
 class KeyTiming:
     """The timing of one key (weight shape, row bucket, threads) in decoding, on its real products: first on the
     rule's backend (``rule``) until they have taken :func:`timing_after`, then on the other until
-    :data:`TRIAL_RUNS` of them have run without packing a weight (:meth:`record`); then :func:`pick` with
-    :func:`timing_margin` decides. No product is run twice for the timing, so it costs only the other
-    backend's few products where it is the slower, and oneDNN's packing and kernel for the shape."""
+    :data:`TRIAL_RUNS` of them are timed (:meth:`record`: not its first, nor one that packed a weight); then
+    :func:`pick` with :func:`timing_margin` decides. No product is run twice for the timing, so it costs only
+    the other backend's few products where it is the slower, and oneDNN's packing and kernel for the shape."""
 
     rule: str
     spent: float = 0.0  # seconds the key's products have taken on the rule's backend
-    trials: int = 0  # products run on the other backend so far
+    trial_products: int = 0  # products run on the other backend so far ...
+    trial_samples: int = 0  # ... of which timed: neither the first (a kernel to build) nor one that packed
     recent: deque[float] = field(default_factory=lambda: deque(maxlen=TRIAL_RUNS))  # the rule's last s/row
     other_per_row: float = float("inf")  # the other backend's least seconds per row in the trial
     least: float = float("inf")  # the rule's least seconds per product
@@ -358,7 +359,7 @@ class KeyTiming:
 
     def backend(self, rows: int) -> str:
         """The backend the key's next product of ``rows`` rows runs on."""
-        return self.other if self.trials or (self.recent and self.spent >= timing_after(rows)) else self.rule
+        return self.other if self.trial_products or (self.recent and self.spent >= timing_after(rows)) else self.rule
 
     def record(self, backend: str, seconds: float, rows: int, packed: bool) -> str | None:
         """Count a product of ``rows`` rows that took ``seconds`` on ``backend`` (``packed``: it packed its
@@ -367,19 +368,21 @@ class KeyTiming:
         per row of the rule's last :data:`TRIAL_RUNS` products and of as many trial products (neither side
         favoured by its count); BLAS at once where the rule is BLAS and its products take less than
         :func:`onednn_floor`."""
-        if packed:
-            self.trials = max(self.trials, 1) if backend == self.other else self.trials
-            return None
         if backend == self.rule:
+            if packed:
+                return None
             self.spent += seconds
             self.least = min(self.least, seconds)
             self.recent.append(seconds / rows)
             if self.rule == "blas" and self.spent >= timing_after(rows) and self.least < onednn_floor():
                 return "blas"
             return None
-        self.trials += 1
+        self.trial_products += 1
+        if packed or self.trial_products == 1:
+            return None
+        self.trial_samples += 1
         self.other_per_row = min(self.other_per_row, seconds / rows)
-        if self.trials <= TRIAL_RUNS:
+        if self.trial_samples < TRIAL_RUNS:
             return None
         per_row = {self.rule: min(self.recent), self.other: self.other_per_row}
         return pick(per_row["blas"], per_row["onednn"], self.rule, timing_margin(rows))
