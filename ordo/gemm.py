@@ -31,7 +31,10 @@ is faster by :func:`timing_margin`. No product runs twice, so the timing costs t
 products, and oneDNN's kernel for the shape; a key whose products BLAS finishes faster than oneDNN can run any
 product (:func:`onednn_floor`) keeps BLAS untried. Row buckets are powers of two (:func:`row_bucket`), and a
 oneDNN product without gradients pads its rows (:func:`inference_rows`), since oneDNN builds a kernel for each
-row count it meets (:func:`_onednn_inference`). A key that chose BLAS drops the packed weights its trials made.
+row count it meets (:func:`_onednn_inference`). A key that chose BLAS drops the packed weights its trials made. Once a key is decided, a product of its
+shape and row count finds its backend by one lookup (:func:`linear`): a decoding step of the tiny preset is
+a few dozen products of about 10 us each, so the checks and the key of a product must cost little beside them.
+A block opened under CPU autocast keeps the rule (its products run in the autocast dtype).
 The translations of two processes can then differ where float32 rounding decides a near tie, as they can
 between ``blas`` and ``onednn``; set ``decode.cpu_gemm`` to either for bit-identical translations across
 processes.
@@ -74,6 +77,10 @@ _timed: bool = False  # whether that block chooses per product by timing (module
 _choices: dict[tuple[int, int, int, int], str] = {}
 _floors: dict[int, float] = {}  # threads -> oneDNN's least seconds per product (onednn_floor)
 _timings: dict[tuple[int, int, int, int], KeyTiming] = {}  # the keys still being timed
+# the decided backends again, by (weight shape, exact row count), for each thread count: the lookup of
+# :func:`linear`'s fast path in a timed block (a decoding step's products find their backend by one dict lookup)
+_decided_by_threads: dict[int, dict[tuple[torch.Size, int], str]] = {}
+_decided: dict[tuple[torch.Size, int], str] = {}  # the timed block's thread count's entry of the above
 _packed_weights: WeakIdKeyDictionary | None = None  # trained weight -> packed copy, for the outermost block's life
 # frozen weights: id(weight) -> (a weak reference to it, its version, packed copy); a plain dict, as a lookup
 # happens for every product of a decoding step, and the reference's callback drops the entry with the weight
@@ -161,17 +168,20 @@ def cpu_gemm(backend: str, timed: bool = False) -> Iterator[str]:
 
     A weight being trained that was packed for oneDNN is kept until the outermost block ends (:func:`_packed`), so
     it may not change inside a block: the trainer enters one per forward pass and steps its optimizer outside."""
-    global _active, _timed, _packed_weights
-    previous = _active, _timed, _packed_weights
+    global _active, _timed, _packed_weights, _decided
+    previous = _active, _timed, _packed_weights, _decided
     outermost = _packed_weights is None
     _active = resolve(backend)
-    _timed = timed and backend == "auto" and onednn_available() and (outermost or _timed)
+    _timed = (timed and backend == "auto" and onednn_available() and (outermost or _timed)
+              and not torch.is_autocast_enabled("cpu"))
+    if _timed:
+        _decided = _decided_by_threads.setdefault(torch.get_num_threads(), {})
     if _packed_weights is None:
         _packed_weights = WeakIdKeyDictionary()
     try:
         yield "timed" if _timed else _active
     finally:
-        _active, _timed, _packed_weights = previous
+        _active, _timed, _packed_weights, _decided = previous
 
 
 def _onednn_can_run(a: torch.Tensor, b: torch.Tensor) -> bool:
@@ -349,7 +359,6 @@ class KeyTiming:
     trial_samples: int = 0  # ... of which timed: neither the first (a kernel to build) nor one that packed
     recent: deque[float] = field(default_factory=lambda: deque(maxlen=TRIAL_RUNS))  # the rule's last s/row
     other_per_row: float = float("inf")  # the other backend's least seconds per row in the trial
-    least: float = float("inf")  # the rule's least seconds per product
     packed: list[weakref.ref] = field(default_factory=list)  # weights its oneDNN products packed first
 
     @property
@@ -366,16 +375,16 @@ class KeyTiming:
         weight for oneDNN first, so its time is not the product's: the layers of one shape are one key, and each
         weight is packed at its first oneDNN product); the key's choice once it is made, from the least seconds
         per row of the rule's last :data:`TRIAL_RUNS` products and of as many trial products (neither side
-        favoured by its count); BLAS at once where the rule is BLAS and its products take less than
-        :func:`onednn_floor`."""
+        favoured by its count); BLAS at once where the rule is BLAS and a product of the key took less than
+        :func:`onednn_floor` (other work only slows a product down, so one fast product is proof enough: most of
+        a small model's keys are decided at their first product, and the timing's bookkeeping stops there)."""
         if backend == self.rule:
             if packed:
                 return None
-            self.spent += seconds
-            self.least = min(self.least, seconds)
-            self.recent.append(seconds / rows)
-            if self.rule == "blas" and self.spent >= timing_after(rows) and self.least < onednn_floor():
+            if self.rule == "blas" and seconds < onednn_floor():
                 return "blas"
+            self.spent += seconds
+            self.recent.append(seconds / rows)
             return None
         self.trial_products += 1
         if packed or self.trial_products == 1:
@@ -393,13 +402,14 @@ def _product(backend: str, x: torch.Tensor, weight: torch.Tensor, bias: torch.Te
     return _onednn_inference(x, weight, bias) if backend == "onednn" else F.linear(x, weight, bias)
 
 
-def _timed_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
-    """x W^T + b on the backend chosen for its key (weight shape, row bucket, threads), which its products time
-    until the choice is made (:class:`KeyTiming`); a weight packed only for the timing is let go if BLAS wins."""
-    rows = x.numel() // max(x.size(-1), 1)
+def _timed_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, rows: int) -> torch.Tensor:
+    """x W^T + b (``rows`` rows) on the backend chosen for its key (weight shape, row bucket, threads), which its
+    products time until the choice is made (:class:`KeyTiming`); a weight packed only for the timing is let go
+    if BLAS wins. A decided key's backend is kept for :func:`linear`'s fast path under the exact row count."""
     key = (weight.size(0), weight.size(1), row_bucket(rows), torch.get_num_threads())
     choice = _choices.get(key)
     if choice is not None:
+        _decided[weight.shape, rows] = choice
         return _product(choice, x, weight, bias)
     timing = _timings.setdefault(key, KeyTiming(_active))
     backend = timing.backend(rows)
@@ -472,8 +482,15 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = No
     """``F.linear(x, weight, bias)`` = x W^T + b on the active backend (oneDNN or torch's path, or the one timed
     faster for its shape); in bf16 training on a CPU with the rows padded to :func:`bucketed_rows` (module
     docstring)."""
-    if _timed and _timeable(x, weight, bias):
-        return _timed_linear(x, weight, bias)
+    if _timed and x.is_cpu and x.dtype == torch.float32 and not torch.is_grad_enabled():
+        rows = x.numel() // max(x.shape[-1], 1)
+        choice = _decided.get((weight.shape, rows))
+        if choice == "blas":
+            return F.linear(x, weight, bias)
+        if choice is not None:
+            return _onednn_inference(x, weight, bias)
+        if _timeable(x, weight, bias):
+            return _timed_linear(x, weight, bias, rows)
     if not _use_onednn(x, weight):
         if torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad) and buckets_rows(x):
             return _bucketed_linear(x, weight, bias)

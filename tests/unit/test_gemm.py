@@ -239,6 +239,7 @@ def fake_costs(monkeypatch) -> dict[str, object]:
     monkeypatch.setattr(gemm, "time", SimpleNamespace(perf_counter=lambda: state["now"]))
     monkeypatch.setattr(gemm, "_choices", {})
     monkeypatch.setattr(gemm, "_timings", {})
+    monkeypatch.setattr(gemm, "_decided_by_threads", {})
     monkeypatch.setattr(gemm, "_floors", {torch.get_num_threads(): 0.0})
     monkeypatch.setattr(gemm, "timing_after", lambda rows: 0.0)
     monkeypatch.setattr(gemm, "resolve", lambda backend: "blas" if backend == "auto" else backend)
@@ -264,6 +265,8 @@ def test_timed_auto_times_each_key_on_its_own_products_and_keeps_the_faster(fake
         for rows in (17, 30, 32):
             layer(torch.randn(rows, 16))
         assert fake_costs["calls"][4:] == [faster] * 3, "decided once per key"
+        decided = gemm._decided_by_threads[torch.get_num_threads()]
+        assert decided == {(layer.weight.shape, rows): faster for rows in (17, 30, 32)}, "kept by exact rows"
         layer(torch.randn(33, 16))  # the next bucket is timed anew
     assert len(gemm._choices) == 1 and len(gemm._timings) == 1
     assert gemm._has_packed(layer.weight) == (faster == "onednn"), "a weight packed for nothing is let go"
@@ -313,7 +316,7 @@ def test_a_key_faster_than_onednns_floor_keeps_blas_untried(fake_costs, monkeypa
     with gemm.cpu_gemm("auto", timed=True), torch.no_grad():
         run_until_decided(weight, 5)
         floor_calls = ["onednn"] * (gemm.FLOOR_RUNS + 1)  # the floor's product, once untimed
-        assert fake_costs["calls"] == ["blas"] * 3 + floor_calls, "oneDNN never tried on the key"
+        assert fake_costs["calls"] == ["blas"] + floor_calls, "decided at its first product, oneDNN never tried"
         assert gemm._floors == {torch.get_num_threads(): pytest.approx(3e-4)} and not gemm._has_packed(weight)
         fake_costs["blas"] = 4e-4  # slower than the floor: tried
         gemm._choices.clear()
@@ -339,3 +342,26 @@ def test_only_decodings_auto_is_timed(fake_costs):
         with torch.no_grad():
             gemm.linear(x, weight)
     assert len(gemm._timings) == 1
+
+
+@needs_onednn
+def test_a_decided_key_is_kept_for_its_thread_count_and_a_block_under_autocast_is_not_timed(fake_costs):
+    weight, threads = torch.randn(40, 16), torch.get_num_threads()
+    with gemm.cpu_gemm("auto", timed=True), torch.no_grad():
+        run_until_decided(weight, 5)
+        gemm.linear(torch.randn(5, 16), weight)
+    assert gemm._decided_by_threads == {threads: {(weight.shape, 5): "blas"}}
+    gemm._decided_by_threads[threads][weight.shape, 5] = "onednn"  # the fast path follows the kept choice
+    with gemm.cpu_gemm("auto", timed=True), torch.no_grad():
+        gemm.linear(torch.randn(5, 16), weight)
+    assert fake_costs["calls"][-1] == "onednn"
+    gemm._floors[threads + 1] = 0.0
+    try:
+        torch.set_num_threads(threads + 1)
+        with gemm.cpu_gemm("auto", timed=True), torch.no_grad():
+            gemm.linear(torch.randn(5, 16), weight)
+    finally:
+        torch.set_num_threads(threads)
+    assert fake_costs["calls"][-1] == "blas" and len(gemm._timings) == 1, "another thread count is timed anew"
+    with torch.autocast("cpu", dtype=torch.bfloat16), gemm.cpu_gemm("auto", timed=True) as backend:
+        assert backend == gemm.resolve("auto")
