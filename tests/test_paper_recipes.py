@@ -387,6 +387,8 @@ def test_the_nist_recipe_runs_end_to_end_and_scores_against_four_references(tmp_
     raw, segmented = read_lines(nist / "train.zh"), read_lines(corpus / "train.zh.gz")
     assert [line.replace(" ", "") for line in segmented] == raw  # jieba's words of each line, nothing else
     assert sum(line.count(" ") for line in segmented) > len(raw)
+    assert read_lines(corpus / "train.raw.zh.gz") == raw  # and as given, for the lattice systems of nist_verdict
+    assert read_lines(corpus / "nist05.raw.zh.gz") == read_lines(nist / "nist05.zh")
     assert read_lines(corpus / "valid.en.gz") == read_lines(nist / "nist02.en0")
     rows = [line.split("\t") for line in (work / "scores.tsv").read_text().splitlines()]
     assert rows[0] == ["test", "checkpoint", "bleu", "bleu_cased", "tok_bleu"]
