@@ -17,6 +17,7 @@ from ordo.data.textio import read_lines, read_yaml
 from ordo.evaluation.seeds import seeds_needed
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root: the recipes package
+from bench import gpu_hours
 from recipes import replicate, verdicts
 from recipes.nist_zhen import corpus as nist_corpus
 
@@ -44,6 +45,19 @@ def test_every_paper_scale_claim_has_the_seeds_its_gain_needs_at_the_suites_seed
         for claim in on_corpus:  # no gain in the paper's text: the count of the smallest gain on the corpus
             gain = claim["paper_gain"] or min(gains)
             assert claim["seeds"] == seeds_needed(gain, spec["seed_sd"]), claim
+
+
+def test_the_gpu_hours_price_every_run_the_paper_scale_claims_want():
+    claims = verdicts.read_claims()
+    assert sorted(gpu_hours.SUITES) == sorted(PAPER_SUITES)
+    for suite in PAPER_SUITES:
+        runs = gpu_hours.verdict_runs(suite, claims)
+        for claim in (claim for claim in claims if claim["corpus"] == suite_spec(suite)["corpus"]):
+            assert runs[claim["system"]] >= claim["seeds"] and runs[claim["baseline"]] >= max(claim["seeds"], 2)
+            for system in (claim["system"], claim["baseline"]):  # priced, or named as left out
+                assert (system in gpu_hours.COST) != (system in gpu_hours.UNPRICED), (suite, system)
+    row = gpu_hours.verdict_row("nist_verdict", claims)  # RNNsearch* has no GPU figure: named, not priced
+    assert "lattice_lpe_lsa 4 (14 runs); not counted: rnnsearch 3, rnn_h_distortion 3" in row
 
 
 def test_a_paper_scale_suite_is_refused_on_a_cpu_but_in_a_trial(monkeypatch):
