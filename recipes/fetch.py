@@ -15,12 +15,17 @@ A release is described by a YAML file beside the recipe (``recipes/NAME/release.
 lines dropped), ``seg`` (XML/SGML: the text of each ``<seg>``) or ``fields`` (``a ||| b ||| ...`` lines, as
 ASPEC ships them: ``field`` maps each language to its 0-based field); ``every: N`` keeps only its lines whose
 number is a multiple of N, ``except_every: N`` the others; ``lines`` is the count the release documents,
-checked.
+checked. A file shipped in parts (the UN corpus's ``NAME.00``, ``NAME.01``) lists their URLs in order as
+``parts`` in place of ``url``: each is fetched as its own file (named as its URL ends) and the parts are joined
+into ``NAME``. ``segment: {LANG: SEGMENTER}`` writes that language's outputs as the words of an
+:mod:`ordo.data.lattice.segmenters` word segmenter joined by spaces (``zh: jieba``, as the project's Zh recipes
+segment Chinese).
 
 Each file is downloaded (``urllib``: http://, https:// and file:// URLs; ``--mirror BASE`` fetches
-``BASE/NAME`` instead, for a local mirror or a proxy) to a temporary name and renamed when complete, so an
-interrupted fetch leaves no half file and a second run downloads only what is missing. Its sha256 is checked
-where the release states one, and recorded in ``release/sha256.txt`` either way. Archives (``.tgz``,
+``BASE/NAME``, or ``BASE/PART`` for each part, instead: a local mirror or a proxy) to a temporary name and
+renamed when complete, so an interrupted fetch leaves no half file and a second run downloads only what is
+missing. Its sha256 (a file in parts: the joined file's) is checked where the release states one, and recorded
+in ``release/sha256.txt`` either way. Archives (``.tgz``,
 ``.tar.gz``, ``.zip``, ``.gz``) are unpacked into ``release/extracted/NAME/``, member by member, each written
 atomically. A licensed corpus (ASPEC) has no URL: ``--local DIR`` reads its files in place from the copy
 the user holds, and a missing one is an error naming it.
@@ -38,12 +43,13 @@ import shutil
 import sys
 import tarfile
 import urllib.error
+import urllib.parse
 import urllib.request
 import zipfile
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 if not __package__:  # run as `python recipes/NAME.py`: the repository root, not recipes/, first on the path
     sys.path[0] = str(Path(__file__).resolve().parents[1])
@@ -51,6 +57,9 @@ if not __package__:  # run as `python recipes/NAME.py`: the repository root, not
 from ordo.data.textio import atomic_write, iter_lines, read_yaml
 from ordo.errors import InputError, OrdoError
 from recipes.iwslt17_talks import is_metadata
+
+if TYPE_CHECKING:
+    from ordo.data.lattice.segmenters import Segmenter
 
 FORMATS = ("text", "tags", "seg", "fields")
 SEG = re.compile(r"<seg[^>]*>(.*)</seg>")  # as sacreBLEU reads its SGML/XML test sets
@@ -68,8 +77,9 @@ def load_release(path: Path) -> dict[str, Any]:
         if key not in release:
             raise FetchError(f"{path}: no '{key}' section")
     for name, spec in release["files"].items():
-        if not isinstance(spec, dict) or "url" not in spec:
-            raise FetchError(f"{path}: files.{name}: needs a url (\"\" for a licensed corpus's file)")
+        if not isinstance(spec, dict) or ("url" not in spec and not spec.get("parts")):
+            raise FetchError(f"{path}: files.{name}: needs a url (\"\" for a licensed corpus's file) or its parts' urls")
+    check_segment(path, release)
     for output, pieces in release["outputs"].items():
         if "{lang}" not in output:
             raise FetchError(f"{path}: outputs.{output}: the name needs {{lang}} (one file per language)")
@@ -80,6 +90,31 @@ def load_release(path: Path) -> dict[str, Any]:
             if piece.get("format", "text") not in FORMATS:
                 raise FetchError(f"{path}: outputs.{output}: format {piece['format']!r} is not one of {FORMATS}")
     return release
+
+
+def check_segment(path: Path, release: dict[str, Any]) -> None:
+    """Check the release's ``segment`` section: each key one of its ``langs``, each value a word segmenter.
+
+    Raises:
+        FetchError: naming the release file and the entry.
+    """
+    if not release.get("segment"):
+        return
+    from ordo.data.lattice.segmenters import WORD_SEGMENTERS  # here: it loads PyTorch
+
+    for lang, segmenter in release["segment"].items():
+        if lang not in release["langs"] or segmenter not in WORD_SEGMENTERS:
+            raise FetchError(f"{path}: segment.{lang}: {segmenter}: needs one of langs ({', '.join(release['langs'])}) "
+                             f"and a word segmenter ({', '.join(WORD_SEGMENTERS)})")
+
+
+def load_words(release: dict[str, Any], folder: Path) -> dict[str, Segmenter]:
+    """The word segmenter of each language the release's ``segment`` section names (none: {})."""
+    if not release.get("segment"):
+        return {}
+    from ordo.data.lattice.segmenters import load_segmenter  # here: it loads PyTorch
+
+    return {lang: load_segmenter(spec, folder) for lang, spec in release["segment"].items()}
 
 
 def source_url(name: str, url: str, mirror: str) -> str:
@@ -126,7 +161,9 @@ def fetch_file(name: str, spec: dict[str, Any], mirror: str, folder: Path) -> tu
             sha256 is not the release's (the file is then removed, so that a second run downloads it again).
     """
     dest = folder / name
-    if not dest.exists():
+    if not dest.exists() and spec.get("parts"):
+        fetch_parts(dest, spec["parts"], mirror)
+    elif not dest.exists():
         url = source_url(name, spec["url"], mirror)
         if not url:
             raise FetchError(f"{name}: a licensed corpus's file, not downloadable: give its folder with --local DIR")
@@ -139,6 +176,32 @@ def fetch_file(name: str, spec: dict[str, Any], mirror: str, folder: Path) -> tu
         raise FetchError(f"{dest}: sha256 {digest}, the release's is {expected}: removed, not the release's file "
                          "(a broken download or another version)")
     return dest, digest
+
+
+def part_name(url: str) -> str:
+    """The file name of a part of a file shipped in parts: the last component of its URL's path."""
+    return urllib.parse.urlsplit(url).path.rsplit("/", 1)[-1]
+
+
+def fetch_parts(dest: Path, urls: list[str], mirror: str) -> None:
+    """Download each part of the file ``dest`` (``urls`` in order; from the mirror, ``mirror/PART``) beside it,
+    unless it is there, then join them into ``dest`` atomically and remove them.
+
+    Raises:
+        FetchError: naming the URL and part when one cannot be downloaded (the parts fetched stay for a rerun).
+    """
+    parts = [dest.parent / part_name(url) for url in urls]
+    for url, part in zip(urls, parts):
+        if not part.exists():
+            url = source_url(part.name, url, mirror)
+            print(f"fetch: {url} -> {part}", file=sys.stderr)
+            download(url, part)
+    with atomic_write(dest, "wb") as out:
+        for part in parts:
+            with open(part, "rb") as stream:
+                shutil.copyfileobj(stream, out, CHUNK)
+    for part in parts:
+        part.unlink()
 
 
 def record_sha256(folder: Path, digests: dict[str, str]) -> None:
@@ -279,8 +342,10 @@ def member_of(piece: dict[str, Any], lang: str) -> str:
     return member[lang] if isinstance(member, dict) else member.replace("{lang}", lang)
 
 
-def write_output(dest: Path, pieces: list[tuple[Path, dict[str, Any]]], label: dict[Path, str], lang: str) -> int:
-    """Write the pieces' sentences to ``dest`` (gzip, atomically), checking each piece's documented count.
+def write_output(dest: Path, pieces: list[tuple[Path, dict[str, Any]]], label: dict[Path, str], lang: str,
+                 words: Segmenter | None = None) -> int:
+    """Write the pieces' sentences to ``dest`` (gzip, atomically), each as ``words``' words joined by spaces when
+    given, checking each piece's documented count.
 
     Returns:
         the number of lines written.
@@ -294,7 +359,7 @@ def write_output(dest: Path, pieces: list[tuple[Path, dict[str, Any]]], label: d
         for path, piece in pieces:
             count = 0
             for line in piece_lines(path, piece, lang):
-                out.write(f"{line}\n".encode())
+                out.write(f"{' '.join(words.segment_one(line)) if words else line}\n".encode())
                 count += 1
             expected = piece.get("lines")
             if expected is not None and count != expected:
@@ -333,6 +398,7 @@ def fetch_release(release_path: Path, data_dir: Path, mirror: str = "", local: P
             members[file_of(piece, langs[name])].add(member_of(piece, langs[name]))
     unpacked = {name: extract(archives[name], members[name], folder / "extracted" / name, local is None)
                 for name in archives if members[name]}
+    segmenters = load_words(release, folder)
     for name in missing:
         pieces, label = [], {}
         for piece in outputs[name]:
@@ -340,7 +406,7 @@ def fetch_release(release_path: Path, data_dir: Path, mirror: str = "", local: P
             path = unpacked[file][member]
             pieces.append((path, piece))
             label[path] = str(path) if path == archives[file] else f"{archives[file]}: {member}"
-        count = write_output(data_dir / name, pieces, label, langs[name])
+        count = write_output(data_dir / name, pieces, label, langs[name], segmenters.get(langs[name]))
         print(f"fetch: {data_dir / name}: {count} lines", file=sys.stderr)
     return [data_dir / name for name in outputs]
 

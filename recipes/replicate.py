@@ -74,6 +74,7 @@ from recipes.verdicts import (
     missing_files,
     read_claims,
     recorded_corpus_folders,
+    run_spec,
     seeds_of,
     split_seed,
     stored_path,
@@ -402,10 +403,11 @@ def prepared_data(runs: SuiteRuns, spec: dict, prepare_file: str, data_dir: Path
 def run_system(runs: SuiteRuns, label: str) -> bool:
     """Train and record one ``SYSTEM.seedN`` of ``runs.suite`` (``runs.oracle``: on the target-order source
     corpus) in its set's folder, under a lock beside its run folder, its settings naming the corpus folder it
-    trained on (``corpus_dir``, where the tables find the references again); False, doing nothing, when another
-    process holds the lock."""
-    spec = read_yaml(RECIPES / runs.suite / "suite.yaml")
+    trained on (``corpus_dir``, where the tables find the references again); its source files are those of its
+    prepare config (:func:`recipes.verdicts.run_spec`). False, doing nothing, when another process holds the
+    lock."""
     plan = plan_run(runs, label)
+    spec = run_spec(read_yaml(RECIPES / runs.suite / "suite.yaml"), plan.prepare_file)
     with folder_lock(plan.run_dir, wait=False) as held:
         if not held:
             print(f"== {label}: another process is running it", flush=True)

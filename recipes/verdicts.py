@@ -177,6 +177,15 @@ def suite_of(corpus: str) -> dict:
     return read_yaml(suite_folder(corpus) / "suite.yaml")
 
 
+def run_spec(spec: dict, prepare_file: str) -> dict:
+    """The suite.yaml ``spec`` as the runs of the data prepared by ``prepare_file`` read it: the source language of
+    the files (``SPLIT.SRC.gz``) replaced by ``spec["sources"][prepare_file]`` where the suite names one (e.g.
+    nist_verdict's lattice systems read the unsegmented Chinese, ``train.raw.zh.gz``, where its other systems read
+    jieba's words, ``train.zh.gz``)."""
+    source = (spec.get("sources") or {}).get(prepare_file)
+    return {**spec, "src": source} if source else spec
+
+
 def split_files(spec: dict, split: str) -> list[str]:
     """The corpus files of ``split`` (train, valid or test) of a suite (``spec`` its suite.yaml): the split's
     name with the source and target languages, e.g. ``test.de.gz``."""

@@ -25,7 +25,8 @@ sys.path.insert(0, str(RECIPES.parent))  # the repository root: the recipes pack
 from recipes import fetch  # the shared downloader
 
 RELEASES = {p.parent.name: read_yaml(p) for p in sorted(RECIPES.glob("*/release.yaml"))}
-PAPER_RECIPES = [name for name, spec in RELEASES.items() if all(f["url"] for f in spec["files"].values())]
+PAPER_RECIPES = [name for name, spec in RELEASES.items()
+                 if all(f.get("url") or f.get("parts") for f in spec["files"].values())]
 LICENSED = [name for name in RELEASES if name not in PAPER_RECIPES]  # read in place from the user's copy
 TINY = ["model.preset=tiny", "model.d_model=32", "model.ffn_dim=64", "train.max_tokens=300", "train.max_steps=4",
         "train.valid_every=2", "train.warmup_steps=2", "train.valid_bleu=false", "train.progress=false",
@@ -40,18 +41,23 @@ def sentence(lang: str, number: int) -> str:
     return " ".join(words[(number + k) % len(words)] for k in range(2 + number % 4)) + f" {number}"
 
 
+def shipped(lang: str, number: int) -> str:
+    """:func:`sentence` as a release ships it: Chinese unsegmented, as it is written."""
+    return sentence(lang, number).replace(" ", "") if lang == "zh" else sentence(lang, number)
+
+
 def member_text(fmt: str, lang: str, lines: int) -> str:
     """A release member of ``lines`` sentences in the layout of its format."""
     if fmt == "tags":  # an IWSLT train.tags file: each talk's metadata lines, then its transcript
         half = lines // 2
         talk = [f"<url>http://www.ted.com/talks/{t}</url>\n<talkid>{t}</talkid>\n<title>Talk {t}</title>\n"
                 for t in (1, 2)]
-        body = [f" {sentence(lang, i)} \n" for i in range(lines)]
+        body = [f" {shipped(lang, i)} \n" for i in range(lines)]
         return talk[0] + "".join(body[:half]) + talk[1] + "".join(body[half:])
     if fmt == "seg":
-        segs = "".join(f'<seg id="{i + 1}"> {sentence(lang, 1000 + i)} </seg>\n' for i in range(lines))
+        segs = "".join(f'<seg id="{i + 1}"> {shipped(lang, 1000 + i)} </seg>\n' for i in range(lines))
         return f'<refset setid="test" srclang="any">\n<doc docid="1" genre="news">\n{segs}</doc>\n</refset>\n'
-    return "".join(f"{sentence(lang, i)}\n" for i in range(lines))
+    return "".join(f"{shipped(lang, i)}\n" for i in range(lines))
 
 
 def pack(path: Path, members: dict[str, bytes]) -> None:
@@ -70,6 +76,17 @@ def pack(path: Path, members: dict[str, bytes]) -> None:
     else:
         (data,) = members.values()
         path.write_bytes(gzip.compress(data) if kind == "gz" else data)
+
+
+def split_into_parts(path: Path, urls: list[str]) -> None:
+    """Cut ``path`` into ``len(urls)`` parts beside it, each named as its URL ends (as the UN corpus ships its
+    archives: ``NAME.00``, ``NAME.01``), in place of the whole file; nothing without ``urls``."""
+    if not urls:
+        return
+    data, size = path.read_bytes(), -(-path.stat().st_size // len(urls))
+    for number, url in enumerate(urls):
+        (path.parent / fetch.part_name(url)).write_bytes(data[number * size:(number + 1) * size])
+    path.unlink()
 
 
 def build_mirror(recipe: str, root: Path, lines: int = 6) -> tuple[Path, Path]:
@@ -94,6 +111,7 @@ def build_mirror(recipe: str, root: Path, lines: int = 6) -> tuple[Path, Path]:
                 piece["lines"] = count
     for name, files in members.items():
         pack(mirror / name, files)
+        split_into_parts(mirror / name, release["files"][name].get("parts", []))
     tiny_release = root / "release.yaml"
     tiny_release.write_text(yaml.safe_dump(release, allow_unicode=True), encoding="utf-8")
     return mirror, tiny_release
@@ -137,15 +155,16 @@ def recipe_args(tmp_path: Path, mirror: str, release: Path) -> list[str]:
 
 
 def test_every_paper_recipe_fetches_with_its_own_script():
-    assert {"iwslt14_deen", "wmt14_ende", "kftt_jaen"} <= set(PAPER_RECIPES) and LICENSED == ["aspec_jaen"]
+    assert {"iwslt14_deen", "wmt14_ende", "wmt17_zhen", "kftt_jaen"} <= set(PAPER_RECIPES)
+    assert LICENSED == ["aspec_jaen"]
     for recipe in RELEASES:
         script = (RECIPES / recipe / "run.sh").read_text()
         assert "recipe_main" in script, recipe
         # a public release is fetched by lib.sh's fetch_release; a licensed one reads the user's copy in place
         assert ("download_data()" in script) == ("--local" in script) == (recipe in LICENSED), recipe
         release = fetch.load_release(RECIPES / recipe / "release.yaml")
-        assert all(spec["url"].startswith(("http://", "https://")) or recipe in LICENSED
-                   for spec in release["files"].values())
+        assert all(url.startswith(("http://", "https://")) or recipe in LICENSED
+                   for spec in release["files"].values() for url in spec.get("parts") or [spec["url"]])
         assert any("lines" in piece for pieces in release["outputs"].values() for piece in pieces), recipe
 
 
@@ -161,11 +180,30 @@ def test_a_release_is_fetched_verified_and_split_from_its_mirror(recipe, tmp_pat
         assert len(set(counts.values())) == 1 and min(counts.values()) > 0, (name, counts)
         if all("lines" in piece for piece in pieces):
             assert min(counts.values()) == sum(piece["lines"] for piece in pieces), name
-    src, tgt = spec["langs"]
     first = spec["outputs"]["test.{lang}.gz"][0]
     number = 1000 if first.get("format") == "seg" else 0
-    assert read_lines(tmp_path / "data" / f"test.{tgt}.gz")[0] == sentence(tgt, number)  # the reference side
-    assert read_lines(tmp_path / "data" / f"test.{src}.gz")[0] == sentence(src, number)
+    for lang in spec["langs"]:  # a language segmented into words (release.yaml's segment): its text, spaces apart
+        line = read_lines(tmp_path / "data" / f"test.{lang}.gz")[0]
+        assert (line.replace(" ", "") if lang in spec.get("segment", {}) else line) == shipped(lang, number), lang
+
+
+def test_the_wmt17_release_joins_the_un_corpus_parts_and_segments_the_chinese(tmp_path):
+    mirror, release = build_mirror("wmt17_zhen", tmp_path)
+    assert {"UNv1.0.en-zh.tar.gz.00", "UNv1.0.en-zh.tar.gz.01"} <= {path.name for path in mirror.iterdir()}
+    fetch.fetch_release(release, tmp_path / "data", mirror.as_uri())
+    folder = tmp_path / "data" / "release"
+    assert sorted(path.name for path in folder.iterdir() if path.is_file()) == [  # the parts joined, then removed
+        "UNv1.0.en-zh.tar.gz", "dev.tgz", "sha256.txt", "test.tgz", "training-parallel-nc-v12.tgz"]
+    assert "  UNv1.0.en-zh.tar.gz\n" in (folder / "sha256.txt").read_text()
+    raw = [shipped("zh", i) for i in range(6)] * 2  # News Commentary's 6 lines, then the UN corpus's
+    words = read_lines(tmp_path / "data" / "train.zh.gz")
+    assert [line.replace(" ", "") for line in words] == raw and sum(line.count(" ") for line in words) > len(raw)
+    assert read_lines(tmp_path / "data" / "train.en.gz") == [sentence("en", i) for i in range(6)] * 2
+    spec = read_yaml(release)
+    spec["segment"] = {"de": "jieba"}
+    release.write_text(yaml.safe_dump(spec, allow_unicode=True), encoding="utf-8")
+    with pytest.raises(fetch.FetchError, match=r"release\.yaml: segment\.de: jieba: needs one of langs \(zh, en\)"):
+        fetch.load_release(release)
 
 
 SLOW = pytest.mark.skipif(not os.environ.get("ORDO_SLOW_TESTS"),
@@ -387,6 +425,8 @@ def test_the_nist_recipe_runs_end_to_end_and_scores_against_four_references(tmp_
     raw, segmented = read_lines(nist / "train.zh"), read_lines(corpus / "train.zh.gz")
     assert [line.replace(" ", "") for line in segmented] == raw  # jieba's words of each line, nothing else
     assert sum(line.count(" ") for line in segmented) > len(raw)
+    assert read_lines(corpus / "train.raw.zh.gz") == raw  # and as given, for the lattice systems of nist_verdict
+    assert read_lines(corpus / "nist05.raw.zh.gz") == read_lines(nist / "nist05.zh")
     assert read_lines(corpus / "valid.en.gz") == read_lines(nist / "nist02.en0")
     rows = [line.split("\t") for line in (work / "scores.tsv").read_text().splitlines()]
     assert rows[0] == ["test", "checkpoint", "bleu", "bleu_cased", "tok_bleu"]

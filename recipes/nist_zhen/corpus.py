@@ -9,8 +9,10 @@ count of ``--sets``, each reference its source's; the errors name the file. It t
 (gzipped, each atomically; files already there are kept) ``train``, ``valid`` (the dev set and its first
 reference) and for each test set ``NAME.zh.gz``, ``NAME.en.gz`` (its first reference, the test split of
 ``ordo prepare``) and ``NAME.en0.gz`` ...; the Chinese segmented into words by ``--segmenter`` (jieba, as the
-project's Zh recipes; ``chars``; ``thulac``) and joined by spaces, the English as given. ``tests.txt`` lists
-the test sets for run.sh.
+project's Zh recipes; ``chars``; ``thulac``) and joined by spaces, the English as given. Beside each Chinese
+file goes its unsegmented text, stripped, as ``train.raw.zh.gz``, ``valid.raw.zh.gz`` and ``NAME.raw.zh.gz``:
+the input of paper 002's lattices, which segment the text themselves (recipes/nist_verdict's lattice systems).
+``tests.txt`` lists the test sets for run.sh.
 
 ``score`` scores run.sh's translations of each test set (``WORK/NAME.{best,averaged}.hyp``) against all its
 references, as ``ordo evaluate --ref NAME.en0.gz --ref NAME.en1.gz ... --lowercase`` does, into
@@ -28,14 +30,19 @@ import gzip
 import sys
 from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ordo.data.textio import atomic_write, iter_lines, read_yaml
 from ordo.errors import OrdoError
+
+if TYPE_CHECKING:
+    from ordo.data.lattice.segmenters import Segmenter
 
 HERE = Path(__file__).resolve().parent
 LAYOUT = ("train.zh and train.en (aligned line by line), and for each NIST set NAME.zh with its references "
           "NAME.en0 .. NAME.en3, plain text, a sentence per line (docs/recipes.md)")
 CHECKPOINTS = ("best", "averaged")
+RAW = "raw.zh"  # the unsegmented Chinese beside the words: SPLIT.raw.zh.gz
 
 
 class LayoutError(OrdoError):
@@ -110,6 +117,25 @@ def text(path: Path) -> Iterator[str]:
     return (line.strip() for _, line in iter_lines(path))
 
 
+def write_splits(data_dir: Path, out: Path, dev: str, tests: list[str], references: int, words: Segmenter) -> None:
+    """Write the splits of the checked copy in ``data_dir`` into ``out``, those already there kept: each Chinese
+    file as ``words``' words joined by spaces (``SPLIT.zh.gz``) and as given (``SPLIT.raw.zh.gz``), the English
+    as given (see the module's docstring)."""
+    chinese = {"train": data_dir / "train.zh", "valid": data_dir / f"{dev}.zh"}
+    given = {"train.en.gz": data_dir / "train.en", "valid.en.gz": data_dir / f"{dev}.en0"}
+    for name in tests:
+        chinese[name] = data_dir / f"{name}.zh"
+        given |= {f"{name}.en.gz": data_dir / f"{name}.en0"}
+        given |= {f"{name}.en{number}.gz": data_dir / f"{name}.en{number}" for number in range(references)}
+    given |= {f"{name}.{RAW}.gz": path for name, path in chinese.items()}
+    written = {f"{name}.zh.gz": (" ".join(words.segment_one(line)) for line in text(path))
+               for name, path in chinese.items()}
+    written |= {name: text(path) for name, path in given.items()}
+    for name, lines in written.items():
+        if not (out / name).exists():
+            print(f"nist_zhen: {out / name}: {write_gz(out / name, lines)} lines", file=sys.stderr)
+
+
 def split(data_dir: Path, out: Path, sets: Path, dev: str, tests: list[str], segmenter: str) -> list[str]:
     """Check the copy in ``data_dir`` and write the recipe's splits into ``out`` (see the module's docstring).
 
@@ -143,20 +169,7 @@ def split(data_dir: Path, out: Path, sets: Path, dev: str, tests: list[str], seg
     out.mkdir(parents=True, exist_ok=True)
     with atomic_write(made) as handle:
         handle.write(recorded)
-    outputs = {"train.zh.gz": data_dir / "train.zh", "train.en.gz": data_dir / "train.en",
-               "valid.zh.gz": data_dir / f"{dev}.zh", "valid.en.gz": data_dir / f"{dev}.en0"}
-    for name in tests:
-        outputs |= {f"{name}.zh.gz": data_dir / f"{name}.zh", f"{name}.en.gz": data_dir / f"{name}.en0"}
-        outputs |= {f"{name}.en{number}.gz": data_dir / f"{name}.en{number}" for number in range(references)}
-    words = None
-    for name, path in outputs.items():
-        if (out / name).exists():
-            continue
-        lines = text(path)
-        if name.endswith(".zh.gz"):
-            words = words or load_segmenter(segmenter, out)
-            lines = (" ".join(words.segment_one(line)) for line in text(path))
-        print(f"nist_zhen: {out / name}: {write_gz(out / name, lines)} lines", file=sys.stderr)
+    write_splits(data_dir, out, dev, tests, references, load_segmenter(segmenter, out))
     with atomic_write(out / "tests.txt") as handle:
         handle.write(" ".join(tests) + "\n")
     return tests

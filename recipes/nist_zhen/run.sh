@@ -2,7 +2,8 @@
 # NIST Zh->En (licensed: the LDC training corpora and the NIST OpenMT evaluation sets, from https://www.ldc.upenn.edu
 # under its agreements): check that your copy is in the layout of docs/recipes.md in --data-dir (train.zh,
 # train.en; each NIST set's NAME.zh and its four references NAME.en0 .. NAME.en3) with the line counts of
-# sets.yaml, segment the Chinese into words (jieba) and write the splits into WORK/corpus (corpus.py), then
+# sets.yaml, segment the Chinese into words (jieba) and write the splits into WORK/corpus (corpus.py; with
+# the unsegmented Chinese beside them, SPLIT.raw.zh.gz, for recipes/nist_verdict's lattice systems), then
 # prepare, train Transformer-base (train.yaml: 100,000 updates of ~16k tokens), average the last checkpoints,
 # translate each test set with beam 4 and score it against its four references (sacreBLEU, case-insensitive
 # as the papers report, and cased; multi-bleu.perl's BLEU on the tokens): WORK/scores.tsv and scores.md.
