@@ -86,6 +86,15 @@ def with_aliases(scores: dict[str, float], names: dict[str, str]) -> dict[str, f
                          if target in scores and alias.partition("@")[0] in swept}}
 
 
+def own_sources(spec: dict, systems: dict, names: list[str]) -> list[str]:
+    """The systems of ``names`` whose prepare config reads other source files than the suite's (suite.yaml's
+    ``sources``, as nist_verdict's lattice systems read the unsegmented Chinese): this script prepares every
+    system from ``SPLIT.SRC.gz`` and translates one test source for all, so it cannot run them
+    (recipes/replicate.py can: :func:`recipes.verdicts.run_spec`)."""
+    sources = spec.get("sources") or {}
+    return [name for name in names if system_entry(name, systems[name])[0] in sources]
+
+
 def data_folder(work: Path, prepare_file: str) -> Path:
     """WORK/data for the suite's prepare.yaml, WORK/data_STEM for another prepare config."""
     stem = Path(prepare_file).stem
@@ -185,10 +194,14 @@ def main() -> None:
     unknown = [s for s in args.systems if s not in systems]
     if unknown:
         sys.exit(f"unknown systems {unknown}; {suite / 'systems.yaml'} has {sorted(systems)}")
+    other_names = aliases(systems)
+    elsewhere = own_sources(spec, systems, [other_names.get(s, s) for s in args.systems])
+    if elsewhere:
+        sys.exit(f"{suite / 'suite.yaml'}: {', '.join(elsewhere)} read other source files (sources:), which "
+                 f"compare.py does not: run them with recipes/replicate.py run --suite {args.suite}")
     data_dir = args.data_dir or ROOT.parent / "shared" / "data" / spec["corpus"]
     work = args.work or ROOT / "work" / args.suite
     steps = args.steps or int(spec["steps"])
-    other_names = aliases(systems)
     runs = []
     for name in dict.fromkeys(other_names.get(s, s) for s in args.systems):
         prepare_file, overrides = system_entry(name, systems[name])

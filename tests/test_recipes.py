@@ -230,3 +230,16 @@ def test_the_iwslt17_split_is_talk_disjoint_and_takes_the_training_talks_without
         "<url>http://www.ted.com/talks/x</url>\nHello .\n<title>T en</title>\n World . \n", encoding="utf-8")
     failed = run_zhen_split(tmp_path, talks)
     assert failed.returncode == 1 and "train.tags.zh-en.zh:2" in failed.stderr and "metadata" in failed.stderr
+
+
+def test_compare_refuses_the_systems_that_read_other_sources_and_runs_the_others(monkeypatch):
+    suite = compare.RECIPES / "nist_verdict"
+    spec, systems = read_yaml(suite / "suite.yaml"), read_yaml(suite / "systems.yaml")
+    assert compare.own_sources(spec, systems, ["baseline", "onebest_jieba", "lattice_lpe_lsa"]) == [
+        "onebest_jieba", "lattice_lpe_lsa"]
+    assert compare.own_sources(spec, systems, ["baseline", "both_res"]) == []
+
+    monkeypatch.setattr(sys, "argv", ["compare.py", "--suite", "nist_verdict", "--report", "r", "baseline",
+                                      "lattice_lpe_lsa"])
+    with pytest.raises(SystemExit, match="lattice_lpe_lsa read other source files .*replicate.py run --suite nist"):
+        compare.main()
