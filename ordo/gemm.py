@@ -31,9 +31,10 @@ is faster by :func:`timing_margin`. No product runs twice, so the timing costs t
 products, and oneDNN's kernel for the shape; a key whose products BLAS finishes faster than oneDNN can run any
 product (:func:`onednn_floor`) keeps BLAS untried. Row buckets are powers of two (:func:`row_bucket`), and a
 oneDNN product without gradients pads its rows (:func:`inference_rows`), since oneDNN builds a kernel for each
-row count it meets (:func:`_onednn_inference`). A key that chose BLAS drops the packed weights its trials made. Once a key is decided, a product of its
-shape and row count finds its backend by one lookup (:func:`linear`): a decoding step of the tiny preset is
-a few dozen products of about 10 us each, so the checks and the key of a product must cost little beside them.
+row count it meets (:func:`_onednn_inference`). A key that chose BLAS drops the packed weights its trials made.
+Once a key is decided, a product of its shape and row count finds its backend by one lookup (:func:`linear`): a
+decoding step of the tiny preset is a few dozen products of about 10 us each, so the checks and the key of a
+product must cost little beside them.
 A block opened under CPU autocast keeps the rule (its products run in the autocast dtype).
 The translations of two processes can then differ where float32 rounding decides a near tie, as they can
 between ``blas`` and ``onednn``; set ``decode.cpu_gemm`` to either for bit-identical translations across
@@ -482,13 +483,12 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = No
     """``F.linear(x, weight, bias)`` = x W^T + b on the active backend (oneDNN or torch's path, or the one timed
     faster for its shape); in bf16 training on a CPU with the rows padded to :func:`bucketed_rows` (module
     docstring)."""
-    if _timed and x.is_cpu and x.dtype == torch.float32 and not torch.is_grad_enabled():
+    if (_timed and x.is_cpu and x.dtype == torch.float32 and weight.dtype == torch.float32
+            and not torch.is_grad_enabled()):
         rows = x.numel() // max(x.shape[-1], 1)
         choice = _decided.get((weight.shape, rows))
-        if choice == "blas":
-            return F.linear(x, weight, bias)
         if choice is not None:
-            return _onednn_inference(x, weight, bias)
+            return _product(choice, x, weight, bias)
         if _timeable(x, weight, bias):
             return _timed_linear(x, weight, bias, rows)
     if not _use_onednn(x, weight):

@@ -50,6 +50,7 @@ def test_translation_on_timed_auto_matches_blas_and_times_each_shape_once(loaded
                                                                          monkeypatch):
     monkeypatch.setattr(gemm, "_choices", {})
     monkeypatch.setattr(gemm, "_timings", {})
+    monkeypatch.setattr(gemm, "_decided_by_threads", {})
     monkeypatch.setattr(gemm, "timing_after", lambda rows: 0.0)  # each key tried after its first product
     blas = loaded_run.translate(small_test_sources, beam_size=4, cpu_gemm="blas")
     assert gemm._choices == {} and gemm._timings == {}
