@@ -24,11 +24,13 @@ chromium:
 	  echo "no Chromium installed: the browser test of ordo serve will be skipped"
 
 # the tests' idle OpenMP threads sleep rather than spin (tests/conftest.py sets it too), so that a test run and
-# other work on the same cores do not slow each other down
+# other work on the same cores do not slow each other down; two pytest-xdist workers keep both cores busy through
+# the tests' imports, subprocess starts and small products (pytest -n 0 runs them in one process)
+TEST_WORKERS ?= 2
 test: setup chromium
 	$(BIN)/ruff check ordo tests
 	$(BIN)/mypy ordo
-	OMP_WAIT_POLICY=PASSIVE $(BIN)/python -m pytest
+	OMP_WAIT_POLICY=PASSIVE $(BIN)/python -m pytest -n $(TEST_WORKERS)
 
 demo: setup
 	$(BIN)/ordo demo --out demo_run

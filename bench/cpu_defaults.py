@@ -393,6 +393,30 @@ FIGURES = (("train_rate", "train tgt tok/s", "{:,.0f}", True), ("train_mb", "tra
            ("decode_mb", "beam-5 peak MB", "{:,.0f}", False))
 
 
+WORKLOADS = (("training", "train_rate", "train_mb"), ("file", "file_rate", "decode_mb"),
+             ("one at a time", "single_rate", "decode_mb"))  # (name, speed figure, memory figure)
+
+
+def median_ratio(figures: dict[str, Figures], backend: str, name: str) -> float:
+    """The median over rounds of ``backend``'s figure ``name`` over auto's in the same round."""
+    return statistics.median(ours / auto for ours, auto in zip(getattr(figures[backend], name),
+                                                                 getattr(figures["auto"], name)))
+
+
+def dominating(figures: dict[str, Figures], speed: str, memory: str) -> str:
+    """The fixed backends that did better than auto at a workload by both its figures at once (round by round, the
+    median ratio): better by more than :data:`NOISE` in speed or memory, and within it in the other; ``none``
+    where neither did. Where the faster backend holds more memory, no choice wins both: this says whether a user
+    who set ``cpu_gemm`` by hand would have had a better trade than auto's."""
+    better = []
+    for backend in ("blas", "onednn"):
+        speed_ratio, memory_ratio = median_ratio(figures, backend, speed), median_ratio(figures, backend, memory)
+        no_worse = speed_ratio >= 1 - NOISE and memory_ratio <= 1 + NOISE
+        if no_worse and (speed_ratio > 1 + NOISE or memory_ratio < 1 - NOISE):
+            better.append(f"**{backend}** (speed {speed_ratio:.2f}, memory {memory_ratio:.2f} of auto's)")
+    return ", ".join(better) or "none"
+
+
 def preset_table(preset: str, updates: int, figures: dict[str, Figures]) -> list[str]:
     """The markdown table of one preset."""
     backends = list(figures)
@@ -405,6 +429,9 @@ def preset_table(preset: str, updates: int, figures: dict[str, Figures]) -> list
         against = auto_against_best(figures, name, higher) if compared else "-"
         per_round = auto_per_round(figures, name, higher) if compared else "-"
         lines.append(f"| {title} | {' | '.join(cells)} | {against} | {per_round} |")
+    if compared:
+        lines += ["", "A fixed backend better than auto in speed or memory and no worse in the other: " + "; ".join(
+            f"{workload}: {dominating(figures, speed, memory)}" for workload, speed, memory in WORKLOADS) + "."]
     return lines + [""]
 
 
@@ -469,8 +496,9 @@ def main() -> None:
     data_dir = prepare_ordo(CORPORA["multi30k"], args.data_root, args.work)
     tables = []
     for preset, updates in zip(args.presets, args.updates):
-        tables += preset_table(preset, updates, measure_preset(args, data_dir, preset, updates))
-        print("\n".join(tables[-len(FIGURES) - 5:]), flush=True)
+        table = preset_table(preset, updates, measure_preset(args, data_dir, preset, updates))
+        print("\n".join(table), flush=True)
+        tables += table
     if not args.no_products:
         tables += product_table(args, data_dir)
         print("\n".join(tables[-8:]), flush=True)

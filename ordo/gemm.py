@@ -24,14 +24,15 @@ Decoding (``auto`` in a :func:`cpu_gemm` block opened with ``timed=True`` that n
 depends on its shape and row count in a way no rule on the CPU's flags captures. oneDNN's packed weights win
 for a few rows of a wide layer (the output projection of a beam's rows most of all) and lose to BLAS by a
 fixed overhead per call on narrow layers and single rows; for thousands of rows the two are level. So each
-(weight shape, row bucket) key is timed on its own products (:class:`KeyTiming`): on the rule's backend until
-they have taken :func:`timing_after` (a key used a few times would not pay its timing back), then a few on the
-other backend, and the faster per row is kept for the rest of the process: the rule's backend unless the other
-is faster by :func:`timing_margin`. No product runs twice, so the timing costs the slower backend's few
-products, and oneDNN's kernel for the shape; a key whose products BLAS finishes faster than oneDNN can run any
-product (:func:`onednn_floor`) keeps BLAS untried. Row buckets are powers of two (:func:`row_bucket`), and a
-oneDNN product without gradients pads its rows (:func:`inference_rows`), since oneDNN builds a kernel for each
-row count it meets (:func:`_onednn_inference`). A key that chose BLAS drops the packed weights its trials made.
+(weight shape, row bucket) key is timed on its own products (:class:`KeyTiming`): on the rule's backend until they
+have taken :func:`timing_after` (a key used a few times would not pay its timing back), then a few of one of its
+weights on the other backend, and the faster per row is kept for the rest of the process: the rule's backend
+unless the other is faster by :func:`timing_margin`. No product runs twice, so the timing costs the slower
+backend's few products, and oneDNN's kernel for the shape; a key whose products BLAS finishes faster than oneDNN
+can run any product (:func:`onednn_floor`) keeps BLAS untried. Row buckets are powers of two (:func:`row_bucket`),
+and a oneDNN product without gradients pads its rows (:func:`inference_rows`), since oneDNN builds a kernel for
+each row count it meets (:func:`_onednn_inference`). A key that chose BLAS drops the packed weights its trials
+made.
 Once a key is decided, a product of its shape and row count finds its backend by one lookup (:func:`linear`): a
 decoding step of the tiny preset is a few dozen products of about 10 us each, so the checks and the key of a
 product must cost little beside them.
@@ -349,8 +350,8 @@ def _seconds(call: Callable[[], object]) -> float:
 @dataclass
 class KeyTiming:
     """The timing of one key (weight shape, row bucket, threads) in decoding, on its real products: first on the
-    rule's backend (``rule``) until they have taken :func:`timing_after`, then on the other until
-    :data:`TRIAL_RUNS` of them are timed (:meth:`record`: not its first, nor one that packed a weight); then
+    rule's backend (``rule``) until they have taken :func:`timing_after`, then those of one of its weights on the
+    other until :data:`TRIAL_RUNS` of them are timed (:meth:`record`: not its first, nor one that packed a weight); then
     :func:`pick` with :func:`timing_margin` decides. No product is run twice for the timing, so it costs only
     the other backend's few products where it is the slower, and oneDNN's packing and kernel for the shape."""
 
@@ -361,15 +362,25 @@ class KeyTiming:
     recent: deque[float] = field(default_factory=lambda: deque(maxlen=TRIAL_RUNS))  # the rule's last s/row
     other_per_row: float = float("inf")  # the other backend's least seconds per row in the trial
     packed: list[weakref.ref] = field(default_factory=list)  # weights its oneDNN products packed first
+    trial_weight: weakref.ref | None = None  # the one weight the other backend's trial runs on
 
     @property
     def other(self) -> str:
         """The backend the rule's is timed against."""
         return "blas" if self.rule == "onednn" else "onednn"
 
-    def backend(self, rows: int) -> str:
-        """The backend the key's next product of ``rows`` rows runs on."""
-        return self.other if self.trial_products or (self.recent and self.spent >= timing_after(rows)) else self.rule
+    def backend(self, rows: int, weight: torch.Tensor) -> str:
+        """The backend the key's next product of ``rows`` rows by ``weight`` runs on: the other backend's trial
+        runs on one weight of the key (the first its trial meets), the key's other weights (the layers of its
+        shape) stay on the rule's backend, so a trial that BLAS wins packs one weight for oneDNN, not one per
+        layer: the packed copies of a trial are memory the process holds until the choice (its peak)."""
+        if not (self.trial_products or (self.recent and self.spent >= timing_after(rows))):
+            return self.rule
+        trial_weight = self.trial_weight() if self.trial_weight is not None else None
+        if trial_weight is None:  # the trial's first product, or its weight is gone
+            self.trial_weight = weakref.ref(weight)
+            return self.other
+        return self.other if trial_weight is weight else self.rule
 
     def record(self, backend: str, seconds: float, rows: int, packed: bool) -> str | None:
         """Count a product of ``rows`` rows that took ``seconds`` on ``backend`` (``packed``: it packed its
@@ -413,7 +424,7 @@ def _timed_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | No
         _decided[weight.shape, rows] = choice
         return _product(choice, x, weight, bias)
     timing = _timings.setdefault(key, KeyTiming(_active))
-    backend = timing.backend(rows)
+    backend = timing.backend(rows, weight)
     packs = backend == "onednn" and not _has_packed(weight)
     if packs:
         timing.packed.append(weakref.ref(weight))

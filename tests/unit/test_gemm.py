@@ -282,6 +282,31 @@ def run_until_decided(weight: torch.Tensor, rows: int) -> int:
 
 
 @needs_onednn
+@pytest.mark.parametrize("faster", ["blas", "onednn"])
+def test_a_keys_trial_runs_on_one_of_its_weights(fake_costs, monkeypatch, faster):
+    packed_weights = []
+    pack = gemm._pack
+    monkeypatch.setattr(gemm, "_pack", lambda weight: packed_weights.append(weight) or pack(weight))
+    fake_costs["onednn" if faster == "blas" else "blas"] = 2e-4
+    layers = [torch.randn(40, 16) for _ in range(3)]  # three layers of one shape: one key
+    with gemm.cpu_gemm("auto", timed=True), torch.no_grad():
+        for _ in range(1 + len(TRIAL)):
+            for weight in layers:
+                gemm.linear(torch.randn(5, 16), weight)
+        assert list(gemm._choices.values()) == [faster]
+        later = 2 if faster == "onednn" else 0  # the other two weights, packed once oneDNN is chosen
+        assert [weight is layers[1] for weight in packed_weights] == [True] + [False] * later, \
+            "the trial packed one weight"
+        for weight in layers:
+            gemm.linear(torch.randn(5, 16), weight)
+        assert [gemm._has_packed(weight) for weight in layers] == [faster == "onednn"] * 3
+    calls = fake_costs["calls"]
+    assert calls[1::3] == [*TRIAL, faster, faster], "the trial ran on the weight of the product after the rule's"
+    assert calls[0::3] == ["blas"] * 3 + [faster] * 2 and calls[2::3] == ["blas"] * 2 + [faster] * 3, \
+        "the key's other weights kept the rule's backend until the choice"
+
+
+@needs_onednn
 @pytest.mark.parametrize(("rows", "faster"), [(5, "onednn"), (40, "blas")])
 def test_above_a_beams_rows_onednn_must_win_by_the_wide_margin(fake_costs, rows, faster):
     fake_costs["onednn"] = 1e-4 * (1 - (gemm.TIMING_MARGIN + gemm.WIDE_TIMING_MARGIN) / 2)
