@@ -227,8 +227,9 @@ def test_a_recipe_runs_end_to_end_against_its_mirror(recipe, tmp_path, http_mirr
     pieces = spec["outputs"]["test.{lang}.gz"]
     assert len(test_src) == len(test_ref) == sum(piece["lines"] for piece in pieces)
     assert "<seg" not in test_ref[0] and test_ref[0] == sentence(tgt, 1000 if pieces[0].get("format") == "seg" else 0)
-    assert "BLEU" in done.stdout and (tmp_path / "work" / "test.averaged.hyp").exists()
-    assert len(read_lines(tmp_path / "work" / "test.averaged.hyp")) == len(test_src)
+    out = tmp_path / "work" / ("paper" if (RECIPES / recipe / "budgets.yaml").exists() else "")  # the default budget's
+    assert "BLEU" in done.stdout and (out / "test.averaged.hyp").exists()
+    assert len(read_lines(out / "test.averaged.hyp")) == len(test_src)
     assert (tmp_path / "data" / "release" / "sha256.txt").exists()
 
 
@@ -419,9 +420,10 @@ def test_the_nist_recipe_runs_end_to_end_and_scores_against_four_references(tmp_
     from ordo.evaluation.bleu import corpus_scores
 
     nist, sets = nist_folder(tmp_path)
-    done = run_nist(tmp_path, "--sets", str(sets), *[word for key in TINY for word in ("--set", key)])
+    tiny = [word for key in TINY for word in ("--set", key)]
+    done = run_nist(tmp_path, "--sets", str(sets), "--budget", "short", *tiny)
     assert done.returncode == 0, done.stderr[-3000:]
-    corpus, work = tmp_path / "work" / "corpus", tmp_path / "work"
+    corpus, work = tmp_path / "work" / "corpus", tmp_path / "work" / "short"  # the budget's run and translations
     assert (corpus / "tests.txt").read_text().split() == ["nist03", "nist05"]  # every set but the dev set
     raw, segmented = read_lines(nist / "train.zh"), read_lines(corpus / "train.zh.gz")
     assert [line.replace(" ", "") for line in segmented] == raw  # jieba's words of each line, nothing else
