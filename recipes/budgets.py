@@ -7,10 +7,11 @@ beside its train.yaml, names its budgets; the verdict suite of the corpus points
 
 - ``paper`` (the default, :data:`DEFAULT`): the schedule the papers trained their claims with on the corpus,
   e.g. 300,000 updates of 4,096 x 8 tokens with 8,000 warm-up updates on WMT14 En-De (paper 000, §5.3 "System
-  Setting"; paper 004, §5.2 "Settings");
+  Setting"; paper 004, §5.2 "Settings"); on KFTT, no paper's corpus, paper 000's ASPEC schedule with its updates
+  scaled to as many passes over the corpus (recipes/kftt_jaen/budgets.yaml);
 - ``short``: a cheaper schedule (on WMT14, Vaswani et al. 2017's Transformer-base one: 100,000 updates of ~25k
-  tokens, 4,000 warm-up), between a half and a twentieth of the paper's tokens: a claim tested on it is not
-  tested at the paper's scale.
+  tokens, 4,000 warm-up), between a half and a quarter of the paper's tokens (KFTT: 0.23): a claim tested on it
+  is not tested at the paper's scale.
 
 ``replicate.py run|pending|queue --budget NAME``, ``compare.py --budget NAME`` and ``recipes/RECIPE/run.sh
 --budget NAME`` pick one. A suite or recipe without budgets (the CPU suites, IWSLT14) has one schedule: its

@@ -1,7 +1,7 @@
 """The named budgets of the paper-scale recipes and verdict suites (recipes/budgets.py, issue 43): a name picks
 the papers' updates, tokens and warm-up into a run's config and settings, an unknown name or a malformed budgets
-file is named, runs of two budgets are never compared, the recipes' run.sh takes --budget, and
-bench/gpu_hours.py prices every budget."""
+file is named, runs of two budgets are never compared, the recipes' run.sh takes --budget,
+bench/gpu_hours.py prices every budget, and KFTT's paper budget is ASPEC's scaled to as many passes over it."""
 
 import gzip
 import re
@@ -74,6 +74,30 @@ def test_the_budget_name_selects_its_updates_tokens_and_warm_up_into_the_runs_co
     assert settings["budget"] == {"name": name or "paper", "steps": steps, "max_tokens": tokens,
                                   "update_freq": update_freq, "warmup_steps": warmup, "average_last": 5}
     assert run_dir.parts[-3] == f"gpu-nvidia-h100-80gb-hbm3-bf16-{name or 'paper'}"  # the set: one per budget
+
+
+def train_pairs(recipe: str) -> int:
+    """The training pairs of a recipe's corpus: the line counts its release.yaml checks for train.{lang}.gz."""
+    release = verdicts.read_yaml(verdicts.RECIPES / recipe / "release.yaml")
+    return sum(piece["lines"] for piece in release["outputs"]["train.{lang}.gz"])
+
+
+def test_kftts_paper_budget_is_aspecs_scaled_to_as_many_passes_over_the_corpus():
+    """KFTT stands in for ASPEC: paper 000's ASPEC batch, warm-up and averaging, its updates scaled by the two
+    training sets' pairs (no token counts at hand) and rounded to a multiple of the checkpoint interval."""
+    aspec = budgets.folder_budget(verdicts.RECIPES / "aspec_jaen", "paper")
+    kftt = budgets.folder_budget(verdicts.RECIPES / "kftt_jaen", "paper")
+    assert (kftt.max_tokens, kftt.update_freq, kftt.warmup_steps, kftt.average_last) == (
+        aspec.max_tokens, aspec.update_freq, aspec.warmup_steps, aspec.average_last)
+    assert train_pairs("aspec_jaen") == 2_000_000  # paper 000 §5.1's "2M": train-1 and train-2
+    scaled = aspec.steps * train_pairs("kftt_jaen") / train_pairs("aspec_jaen")
+    interval = verdicts.read_yaml(verdicts.RECIPES / "kftt_jaen" / "train.yaml")["train"]["valid_every"]
+    assert kftt.steps == round(scaled / interval) * interval
+    passes = [budget.steps * budget.tokens_per_update / train_pairs(recipe)
+              for budget, recipe in ((kftt, "kftt_jaen"), (aspec, "aspec_jaen"))]
+    assert passes[0] == pytest.approx(passes[1], rel=interval / 2 / kftt.steps)
+    text = (verdicts.RECIPES / "kftt_jaen" / "budgets.yaml").read_text(encoding="utf-8")
+    assert f"= {scaled:,.1f} updates" in text and f"{kftt.steps:,} updates" in text  # the comment's arithmetic
 
 
 def test_an_unknown_budget_is_named_with_its_file(tmp_path, monkeypatch):
