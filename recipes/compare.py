@@ -1,17 +1,18 @@
 """Equal-budget system comparisons on one corpus (the papers' Table 1 on our data).
 
-A suite is a folder of recipes/ with suite.yaml (corpus, languages, split names, metric, update budget),
+A suite is a folder of recipes/ with suite.yaml (corpus, languages, split names, metric, update budget: its
+``steps``, or the budgets file it names, of which ``--budget NAME`` picks one: recipes/budgets.py),
 prepare.yaml, train.yaml and systems.yaml (name -> --set overrides over train.yaml, or name ->
 {prepare: FILE, set: [overrides]} for a system whose data comes from another prepare config of the suite,
 e.g. one segmentation or a lattice, or name -> {same_as: OTHER} for another name of a system, e.g. a sweep's
-centre point). This script prepares each prepare config's data once, trains each
-named system for the same number of updates from the same seed (an existing run is resumed, a finished one
-skipped), averages its last 4 checkpoints, then writes under WORK/reports/REPORT the systems table (BLEU,
-sign test against the first system, parameters, training and translation speed), BLEU by source length,
-and optionally the swapped-word robustness curves.
+centre point). This script prepares each prepare config's data once, trains each named system for the same
+number of updates from the same seed (an existing run is resumed, a finished one skipped), averages its last
+checkpoints (the budget's count; 4 for a suite without budgets), then writes under WORK/reports/REPORT the
+systems table (BLEU, sign test against the first system, parameters, training and translation speed), BLEU by
+source length, and optionally the swapped-word robustness curves.
 
 usage: python recipes/compare.py --suite enja_compare --report NAME [--data-dir DIR] [--work DIR]
-           [--steps N] [--set KEY=VALUE ...] [--robustness SYS,SYS] SYSTEM [SYSTEM ...]
+           [--budget NAME] [--steps N] [--set KEY=VALUE ...] [--robustness SYS,SYS] SYSTEM [SYSTEM ...]
 
 A --set changes every system's configuration: give such a run its own --work folder (a trained system whose
 settings differ from those asked for, or data prepared from other corpus files, is refused, not reused).
@@ -32,12 +33,17 @@ from pathlib import Path
 import torch
 import yaml
 
+if not __package__:  # run as `python recipes/NAME.py`: the repository root, not recipes/, first on the path
+    sys.path[0] = str(Path(__file__).resolve().parents[1])
+
 from ordo import api
 from ordo.analysis.report import length_report, robustness_report, sweep_report, systems_report
 from ordo.checkpoint import step_checkpoints
 from ordo.cli import main as ordo
 from ordo.config import ExperimentConfig, build_config, merge, parse_overrides
 from ordo.data.textio import atomic_write, read_lines, read_yaml
+from ordo.errors import ConfigError
+from recipes.budgets import DEFAULT, folder_budget
 
 RECIPES = Path(__file__).resolve().parent
 ROOT = RECIPES.parent
@@ -54,7 +60,9 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--report", required=True, help="name of the report folder")
     parser.add_argument("--data-dir", type=Path, help="corpus folder (default: the suite's, in ../shared/data)")
     parser.add_argument("--work", type=Path, help="default: work/SUITE")
-    parser.add_argument("--steps", type=int, help="updates per system, the equal budget (default: the suite's)")
+    parser.add_argument("--budget", help=f"a budget of the suite's budgets file (default: {DEFAULT}; a suite "
+                        "without budgets has one: its suite.yaml's steps)")
+    parser.add_argument("--steps", type=int, help="updates per system, the equal budget (default: the budget's)")
     parser.add_argument("--threads", type=int, help="torch CPU threads for training (default: train.yaml's)")
     parser.add_argument("--robustness", default="", help="comma-separated systems for the swapped-word curves")
     parser.add_argument("--set", dest="common", action="append", default=[], metavar="KEY=VALUE",
@@ -199,16 +207,21 @@ def main() -> None:
     if elsewhere:
         sys.exit(f"{suite / 'suite.yaml'}: {', '.join(elsewhere)} read other source files (sources:), which "
                  f"compare.py does not: run them with recipes/replicate.py run --suite {args.suite}")
+    try:
+        budget = folder_budget(suite, args.budget)
+    except ConfigError as error:
+        sys.exit(f"error: {error}")
     data_dir = args.data_dir or ROOT.parent / "shared" / "data" / spec["corpus"]
     work = args.work or ROOT / "work" / args.suite
-    steps = args.steps or int(spec["steps"])
+    steps = args.steps or budget.steps
     runs = []
     for name in dict.fromkeys(other_names.get(s, s) for s in args.systems):
         prepare_file, overrides = system_entry(name, systems[name])
         data = data_folder(work, prepare_file)
         prepare(suite / prepare_file, spec, data_dir, data)
         run_dir = work / "runs" / name
-        train(suite, name, overrides, data, run_dir, steps, args.threads, args.common)
+        train(suite, name, overrides, data, run_dir, steps, args.threads, [*budget.schedule_overrides, *args.common],
+              budget.average_last)
         runs.append((name, run_dir))
     test = spec["splits"]["test"]
     sources = read_lines(data_dir / f"{test}.{spec['src']}.gz")

@@ -2,7 +2,9 @@
 # run.sh also sets data_dir, work, src, tgt, train_split, valid_split and tests, defines download_data (or
 # leaves it to fetch_release: the release.yaml beside run.sh, by recipes/fetch.py), then calls: recipe_main "$@". It may set minutes_default (the --minutes default: 60; 0: no wall-time limit, the
 # train.yaml's max_steps ends training) and sacrebleu_test (sacreBLEU's name of its test set, printed beside
-# the scores). A comparison recipe calls recipe_setup and runs "$py" "$here/../compare.py" ....
+# the scores). A recipe with a budgets.yaml beside its run.sh (recipes/budgets.py) trains to the budget that
+# --budget NAME picks (default: paper), its run and translations in WORK/NAME; one without trains to its
+# train.yaml, in WORK. A comparison recipe calls recipe_setup and runs "$py" "$here/../compare.py" ....
 set -euo pipefail
 root="$(cd "$here/../.." && pwd)"
 ordo="$root/.venv/bin/ordo"
@@ -18,21 +20,22 @@ recipe_setup() {
 }
 
 recipe_usage() {
-  echo "usage: $0 [--data-dir DIR] [--work DIR] [--minutes N] [--download] [--mirror URL]" \
+  echo "usage: $0 [--data-dir DIR] [--work DIR] [--budget NAME] [--minutes N] [--download] [--mirror URL]" \
     "[--release FILE] [--gpus N] [--set KEY=VALUE ...]" >&2
   exit 2
 }
 
 recipe_main() {  # --mirror URL: download_data fetches the release's files from URL/NAME (a local mirror, a
   # proxy); --release FILE: another description of the release than the recipe's release.yaml (a mirror's
-  # layout or line counts); --gpus N: train on N GPUs of this machine under torchrun; --set KEY=VALUE: an
-  # ordo train override
+  # layout or line counts); --budget NAME: a budget of the recipe's budgets.yaml (recipe_budget); --gpus N:
+  # train on N GPUs of this machine under torchrun; --set KEY=VALUE: an ordo train override, over the budget's
   local minutes_arg="${minutes_default:-60}" download=0
-  mirror="" release="$here/release.yaml" gpus=1 train_sets=()
+  mirror="" release="$here/release.yaml" gpus=1 train_sets=() budget=""
   while [ $# -gt 0 ]; do
     case "$1" in
       --data-dir) data_dir="$2"; shift 2 ;;
       --work) work="$2"; shift 2 ;;
+      --budget) budget="$2"; shift 2 ;;
       --minutes) minutes_arg="$2"; shift 2 ;;
       --download) download=1; shift ;;
       --mirror) mirror="$2"; shift 2 ;;
@@ -44,14 +47,27 @@ recipe_main() {  # --mirror URL: download_data fetches the release's files from 
   done
   minutes="$minutes_arg"
   recipe_setup
+  recipe_budget
   if [ "$download" = 1 ]; then
     mkdir -p "$data_dir"
     download_data
   fi
-  mkdir -p "$work"
+  mkdir -p "$work" "$out"
   recipe_prepare
   recipe_train
   recipe_score
+}
+
+recipe_budget() {  # sets out (the folder of the run and its translations), average_last (the checkpoints
+  # averaged) and budget_sets (ordo train overrides): budget NAME of the budgets.yaml beside run.sh
+  # (recipes/budgets.py; an unknown NAME stops, naming the file) in WORK/NAME, else train.yaml's schedule in WORK
+  out="$work" average_last=4 budget_sets=()
+  if [ -f "$here/budgets.yaml" ] || [ -n "$budget" ]; then
+    local assignments
+    assignments="$("$py" "$root/recipes/budgets.py" "$here" ${budget:+"$budget"} --shell)"
+    eval "$assignments"
+    out="$work/$budget"
+  fi
 }
 
 recipe_prepare() {
@@ -76,21 +92,21 @@ recipe_train() {
   if [ "$gpus" -gt 1 ]; then
     train=("$root/.venv/bin/torchrun" --standalone --nproc_per_node "$gpus" -m ordo)
   fi
-  "${train[@]}" train "$here/train.yaml" --data "$work/data" --out "$work/run" --set "train.max_minutes=$minutes" \
-    ${train_sets[@]+"${train_sets[@]}"}
-  echo "training wall time (validation included): $(( $(date +%s) - start ))s" | tee "$work/train_time.txt"
+  "${train[@]}" train "$here/train.yaml" --data "$work/data" --out "$out/run" --set "train.max_minutes=$minutes" \
+    ${budget_sets[@]+"${budget_sets[@]}"} ${train_sets[@]+"${train_sets[@]}"}
+  echo "training wall time (validation included): $(( $(date +%s) - start ))s" | tee "$out/train_time.txt"
 }
 
 recipe_score() {
-  "$ordo" average --model "$work/run" --last 4
+  "$ordo" average --model "$out/run" --last "$average_last"
   for test in $tests; do
-    zcat "$data_dir/$test.$src.gz" > "$work/$test.$src"
-    zcat "$data_dir/$test.$tgt.gz" > "$work/$test.$tgt"
+    zcat "$data_dir/$test.$src.gz" > "$out/$test.$src"
+    zcat "$data_dir/$test.$tgt.gz" > "$out/$test.$tgt"
     for ckpt in best averaged; do
-      "$ordo" translate --model "$work/run" --checkpoint "$ckpt" --input "$work/$test.$src" \
-        --output "$work/$test.$ckpt.hyp"
+      "$ordo" translate --model "$out/run" --checkpoint "$ckpt" --input "$out/$test.$src" \
+        --output "$out/$test.$ckpt.hyp"
       echo "== $test ($ckpt checkpoint)"
-      "$ordo" evaluate --hyp "$work/$test.$ckpt.hyp" --ref "$work/$test.$tgt" --tokenized-bleu
+      "$ordo" evaluate --hyp "$out/$test.$ckpt.hyp" --ref "$out/$test.$tgt" --tokenized-bleu
     done
   done
   if [ -n "${sacrebleu_test:-}" ]; then

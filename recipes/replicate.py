@@ -2,12 +2,16 @@
 budget, with the small files anyone can rescore from committed under bench/results/hyps/CORPUS/SET/.
 
 ``run`` trains (or resumes) each ``SYSTEM.seedN`` of a suite (recipes/SUITE/systems.yaml's overrides plus
-``train.seed=N``) to suite.yaml's ``steps`` updates, averages its last ``average_last`` checkpoints, translates
-the test set with beam search, and writes ``bench/results/hyps/CORPUS/SET/SYSTEM.seedN.txt`` (one line per source line)
-and ``SYSTEM.seedN.yaml`` (overrides, updates, training minutes, parameters, checkpoints averaged, commit, device,
-CPU, threads, precision, the prepared data's hash, dev loss curve). SET names the exchangeable set the run
-belongs to (:func:`set_name`): the device (a GPU's name, or the CPU's model name, family and model number), the
-CPU threads (not on a GPU) and the precision, e.g. ``cpu-amd-epyc-25-1-t1-fp32`` or ``gpu-nvidia-h200-bf16``.
+``train.seed=N``) to the suite's budget (:mod:`recipes.budgets`: ``--budget NAME`` of the budgets file suite.yaml
+names, default ``paper``; a suite that names none, its suite.yaml's ``steps`` and ``average_last``): its updates,
+batch and warm-up, then averages its last checkpoints, translates the test set with beam search, and writes
+``bench/results/hyps/CORPUS/SET/SYSTEM.seedN.txt`` (one line per source line) and ``SYSTEM.seedN.yaml``
+(overrides, updates, training minutes, parameters, checkpoints averaged, commit, device, CPU, threads,
+precision, budget, the prepared data's hash, dev loss curve). SET names the exchangeable set the run belongs to
+(:func:`budget_set`): the device (a GPU's name, or the CPU's model name, family and model number), the CPU
+threads (not on a GPU), the precision and the budget where the suite names budgets, e.g.
+``cpu-amd-epyc-25-1-t1-fp32``, ``gpu-nvidia-h200-bf16`` or ``gpu-nvidia-h100-bf16-paper``: runs of two budgets
+never share a set.
 A run starts only from a checkout whose ordo/ and recipes/ are committed (:func:`commit_id`) and whose own ordo
 package the process runs (:func:`check_ordo_source`: as ``python recipes/replicate.py`` or ``python -m
 recipes.replicate``, the checkout's root comes first on the path, in a git worktree too). ``--oracle
@@ -21,7 +25,8 @@ each claim's ``seeds`` of both its systems, seed by seed across systems (seed 1 
 systems first, then seed 2, ...), leaving out the claims marked ``first_pass`` and the suites that need a GPU
 where there is none. ``queue`` works that list off, each time the next run no other process holds (``run``
 takes the same lock), until every run is recorded or held by another process: two workers of one thread each,
-started side by side, share the list.
+started side by side, share the list. Their ``--budget NAME`` applies to the suites that name budgets (the
+paper-scale ones); the others train to their one schedule.
 
 A suite's corpus folder is ``run --data-dir DIR`` where given, else the one its corpus's recorded runs trained
 on, else the suite's own: suite.yaml's ``data_dir`` (relative to the checkout: the paper-scale suites, e.g.
@@ -32,9 +37,9 @@ stops the run, naming the files. A suite that needs a GPU (``needs_gpu``) is ref
 (``--trial-steps N --trial-set KEY=VALUE ... --hyps DIR``: the whole pipeline at a tiny budget, for tests).
 
 usage: python recipes/replicate.py run --suite enja_verdict [--data-dir DIR] [--work DIR] [--oracle]
-           [--hyps DIR [--trial-steps N] [--trial-set KEY=VALUE ...]] SYSTEM.seedN [...]
-       python recipes/replicate.py pending [--suite SUITE ...] [--threads N]
-       python recipes/replicate.py queue [--suite SUITE ...] [--threads N]
+           [--budget NAME] [--hyps DIR [--trial-steps N] [--trial-set KEY=VALUE ...]] SYSTEM.seedN [...]
+       python recipes/replicate.py pending [--suite SUITE ...] [--threads N] [--budget NAME]
+       python recipes/replicate.py queue [--suite SUITE ...] [--threads N] [--budget NAME]
        python recipes/replicate.py tables [--out bench/results/verdicts.md] [--results bench/RESULTS.md]
            [--data-dir CORPUS=DIR ...]
 """
@@ -65,7 +70,9 @@ from ordo.cli import main as ordo
 from ordo.config import merge, parse_overrides
 from ordo.data.textio import atomic_write, read_lines, read_yaml
 from ordo.device import resolve_device
+from ordo.errors import ConfigError
 from ordo.precision import amp_dtype
+from recipes.budgets import DEFAULT, Budget, folder_budget, has_budgets
 from recipes.compare import RECIPES, ROOT, data_folder, folder_lock, prepare, system_entry, train
 from recipes.verdicts import (
     SHARED_DATA,
@@ -108,12 +115,14 @@ def parse_args() -> argparse.Namespace:
     run.add_argument("--oracle", action="store_true", help="train on the target-order source corpus")
     run.add_argument("--threads", type=int, help="CPU threads per run (default: the suite's train.yaml); two queues "
                      "of one thread each train about 20%% more updates per hour on 2 cores than one of two")
+    run.add_argument("--budget", help=f"a budget of the suite's budgets file (default: {DEFAULT}; recipes/budgets.py)")
     for verb, text in (("pending", "list the runs the verdicts still need in this machine's sets"),
                        ("queue", "run what the verdicts still need, beside other workers")):
         listing = verbs.add_parser(verb, help=text)
         listing.add_argument("--suite", action="append", dest="suites", metavar="SUITE",
                              help="only this suite's runs (repeatable; default: every verdict suite)")
         listing.add_argument("--threads", type=int, help="CPU threads of each run (as for run)")
+        listing.add_argument("--budget", help=f"the budget of the suites that name budgets (default: {DEFAULT})")
     tables = verbs.add_parser("tables", help="rebuild the verdicts table from bench/results/hyps/")
     tables.add_argument("--hyps", type=Path, default=HYPS,
                         help="folder of CORPUS/SET/SYSTEM.seedN.txt (default: %(default)s)")
@@ -270,6 +279,13 @@ def set_name(machine: dict) -> str:
     return slug(f"cpu {model} {cpu['family']} {cpu['model_number']} t{machine['threads']} {precision}")
 
 
+def budget_set(machine: dict, budget: Budget) -> str:
+    """The exchangeable set of runs with ``machine``'s settings at ``budget``: :func:`set_name`, followed by the
+    budget's name where the suite names budgets (``gpu-nvidia-h100-bf16-paper``), so that the runs of two budgets
+    never share a folder."""
+    return f"{set_name(machine)}-{slug(budget.name)}" if budget.name else set_name(machine)
+
+
 def record(run_dir: Path, settings: dict, sources: list[str], hyps_path: Path, settings_path: Path) -> None:
     """Translate ``sources`` with the averaged checkpoint; write the hypotheses and the settings (``settings``,
     fixed before training, with the run's updates, minutes, parameters, checkpoints averaged and dev loss curve)
@@ -307,7 +323,8 @@ class SuiteRuns:
     """Where the runs of a suite (a folder of recipes/ with suite.yaml and the configs) train: its corpus folder
     (None: :func:`corpus_folder` finds it), work folder (None: work/SUITE), whether on the target-order source
     corpus (``oracle``), the CPU threads of each run (None: the suite's train.yaml), the folder the runs record
-    in (None: :data:`HYPS`) and, for tests only, a :class:`Trial`."""
+    in (None: :data:`HYPS`), for tests only a :class:`Trial`, and the budget (None: the suite's default,
+    :func:`recipes.budgets.folder_budget`)."""
 
     suite: str
     data_dir: Path | None = None
@@ -316,6 +333,7 @@ class SuiteRuns:
     threads: int | None = None
     hyps: Path | None = None
     trial: Trial | None = None
+    budget: str | None = None
 
     @property
     def hyps_root(self) -> Path:
@@ -331,7 +349,8 @@ class SuiteRuns:
 @dataclass(frozen=True)
 class PlannedRun:
     """A ``SYSTEM.seedN`` of a suite as it will run on this machine: its overrides, prepare config, settings
-    fixed before training (commit and :func:`machine_settings`), exchangeable set and run folder."""
+    fixed before training (commit, :func:`machine_settings` and budget), budget, exchangeable set and run
+    folder."""
 
     name: str
     seed: int
@@ -339,20 +358,27 @@ class PlannedRun:
     prepare_file: str
     overrides: list[str]
     settings: dict
+    budget: Budget
     set: str
     run_dir: Path
 
 
 def plan_run(runs: SuiteRuns, label: str) -> PlannedRun:
-    """How ``label`` of ``runs.suite`` runs here; stops for an unknown system, an uncommitted checkout, or a
-    suite that needs a GPU (suite.yaml's ``needs_gpu``) on a machine that trains on its CPU, outside a
-    :class:`Trial`. Its run folder, ``WORK/runs/SET/COMMIT/SYSTEM.seedN``, is never resumed on another set or at
-    another commit."""
+    """How ``label`` of ``runs.suite`` runs here, at the budget ``runs.budget`` names; stops for an unknown
+    system, an uncommitted checkout, or a suite that needs a GPU (suite.yaml's ``needs_gpu``) on a machine that
+    trains on its CPU, outside a :class:`Trial`. Its run folder, ``WORK/runs/SET/COMMIT/SYSTEM.seedN``, is never
+    resumed on another set (another budget: :func:`budget_set`) or at another commit.
+
+    Raises:
+        ConfigError: the suite has no budget ``runs.budget`` (naming its budgets file), or names no budgets and
+            ``runs.budget`` is given.
+    """
     suite = RECIPES / runs.suite
     systems = read_yaml(suite / "systems.yaml")
     name, seed = split_seed(label)
     if name not in systems:
         sys.exit(f"unknown system {name}; {suite / 'systems.yaml'} has {sorted(systems)}")
+    budget = folder_budget(suite, runs.budget)
     check_ordo_source()
     commit = commit_id()
     prepare_file, overrides = system_entry(name, systems[name])
@@ -363,10 +389,13 @@ def plan_run(runs: SuiteRuns, label: str) -> PlannedRun:
     work = (runs.work or ROOT / "work" / runs.suite) / ("oracle" if runs.oracle else "")
     recorded = f"oracle_{name}" if runs.oracle else name  # beside the corpus's other systems
     settings = {"system": recorded, "seed": seed, "overrides": overrides, "commit": commit, **machine}
+    if budget.name:
+        settings["budget"] = budget.settings
     if runs.trial:
         settings["trial"] = {"steps": runs.trial.steps, "overrides": list(runs.trial.overrides)}
-    return PlannedRun(name, seed, recorded, prepare_file, overrides, settings, set_name(machine),
-                      work / "runs" / set_name(machine) / commit[:12] / label)
+    run_set = budget_set(machine, budget)
+    return PlannedRun(name, seed, recorded, prepare_file, overrides, settings, budget, run_set,
+                      work / "runs" / run_set / commit[:12] / label)
 
 
 def corpus_folder(runs: SuiteRuns, spec: dict) -> Path:
@@ -422,9 +451,9 @@ def run_system(runs: SuiteRuns, label: str) -> bool:
         if not runs.oracle:
             keep_test_links(data, corpus_records)
         settings = {**plan.settings, "data": data.name, "data_hash": data_hash(data), "corpus_dir": stored_path(corpus)}
-        steps = runs.trial.steps if runs.trial else int(spec["steps"])
+        steps = runs.trial.steps if runs.trial else plan.budget.steps
         train(RECIPES / runs.suite, label, plan.overrides, data, plan.run_dir, steps, runs.threads,
-              runs.extra_overrides, int(spec["average_last"]))
+              [*plan.budget.schedule_overrides, *runs.extra_overrides], plan.budget.average_last)
         sources = read_lines(data_dir / f"{spec['splits']['test']}.{spec['src']}.gz")
         record(plan.run_dir, settings, sources, hyps_path, settings_path)
     return True
@@ -493,28 +522,37 @@ def pending_runs(claims: list[dict], hyps_root: Path, sets: dict[str, str]) -> l
                                          named.index((run.corpus, run.system))))
 
 
-def machine_set(suite: str, threads: int | None) -> str | None:
-    """This machine's set (:func:`set_name`) for the runs of ``suite`` with ``threads``; None where the suite
-    needs a GPU (suite.yaml's ``needs_gpu``) and this machine trains on its CPU."""
+def queue_budget(suite: str, budget: str | None) -> str | None:
+    """The budget ``pending`` and ``queue`` give the runs of ``suite``: ``budget`` where the suite names budgets,
+    None (its one schedule) where it does not."""
+    return budget if has_budgets(RECIPES / suite) else None
+
+
+def machine_set(suite: str, threads: int | None, budget: str | None = None) -> str | None:
+    """This machine's set (:func:`budget_set`) for the runs of ``suite`` with ``threads`` at ``budget`` (None:
+    the suite's default); None where the suite needs a GPU (suite.yaml's ``needs_gpu``) and this machine trains
+    on its CPU."""
     machine = machine_settings(train_settings(RECIPES / suite, [], threads))
     if read_yaml(RECIPES / suite / "suite.yaml").get("needs_gpu") and machine["device"] == "cpu":
         return None
-    return set_name(machine)
+    return budget_set(machine, folder_budget(RECIPES / suite, budget))
 
 
-def selected_runs(claims: list[dict], suites: list[str] | None, threads: int | None) -> list[PendingRun]:
+def selected_runs(claims: list[dict], suites: list[str] | None, threads: int | None,
+                  budget: str | None = None) -> list[PendingRun]:
     """:func:`pending_runs` of the committed hypotheses in this machine's sets (:func:`machine_set`) for runs of
-    ``threads`` CPU threads, of the claims on the corpora of ``suites`` only where given."""
+    ``threads`` CPU threads at ``budget`` (:func:`queue_budget`), of the claims on the corpora of ``suites`` only
+    where given."""
     sets = {}
     for corpus in dict.fromkeys(claim["corpus"] for claim in claims):
         suite = suite_folder(corpus).name
-        found = machine_set(suite, threads) if not suites or suite in suites else None
+        found = machine_set(suite, threads, queue_budget(suite, budget)) if not suites or suite in suites else None
         if found:
             sets[corpus] = found
     return pending_runs(claims, HYPS, sets)
 
 
-def work_queue(claims: list[dict], suites: list[str] | None, threads: int | None) -> None:
+def work_queue(claims: list[dict], suites: list[str] | None, threads: int | None, budget: str | None = None) -> None:
     """Run the first pending run (:func:`selected_runs`) that no other process holds (:func:`run_system`), and
     go on until every pending run is recorded or held by another process (or was run by this one: a run that
     recorded elsewhere than :func:`selected_runs` looks is not run twice)."""
@@ -522,11 +560,12 @@ def work_queue(claims: list[dict], suites: list[str] | None, threads: int | None
     commit_id()
     done: set[str] = set()
     while True:
-        for run in selected_runs(claims, suites, threads):
+        for run in selected_runs(claims, suites, threads, budget):
             if str(run) in done:
                 continue
             print(f"== queue: {run} ({run.corpus}/{run.set})", flush=True)
-            if run_system(SuiteRuns(run.suite, oracle=run.oracle, threads=threads), run.label):
+            runs = SuiteRuns(run.suite, oracle=run.oracle, threads=threads, budget=queue_budget(run.suite, budget))
+            if run_system(runs, run.label):
                 done.add(str(run))
                 break
         else:
@@ -541,21 +580,25 @@ def suite_runs(args: argparse.Namespace) -> SuiteRuns:
     if (trial or args.trial_set) and (not args.trial_steps or args.hyps is None or args.hyps.resolve() == HYPS):
         sys.exit("--trial-steps N (and --trial-set) need their own --hyps DIR: a trial never records in "
                  f"{HYPS.relative_to(ROOT)}")
-    return SuiteRuns(args.suite, args.data_dir, args.work, args.oracle, args.threads, args.hyps, trial)
+    return SuiteRuns(args.suite, args.data_dir, args.work, args.oracle, args.threads, args.hyps, trial, args.budget)
 
 
 def main() -> None:
     args = parse_args()
     claims = read_claims()
-    if args.verb == "run":
-        run_systems(suite_runs(args), args.systems)
-    elif args.verb == "pending":
-        print("".join(f"{run}\t{HYPS.relative_to(ROOT) / run.corpus / run.set}\n"
-                      for run in selected_runs(claims, args.suites, args.threads)), end="")
-    elif args.verb == "queue":
-        work_queue(claims, args.suites, args.threads)
-    else:
-        write_tables(claims, args.hyps, CorpusFolders(args.data_root, dict(args.data_dir)), args.out, args.results)
+    try:
+        if args.verb == "run":
+            run_systems(suite_runs(args), args.systems)
+        elif args.verb == "pending":
+            print("".join(f"{run}\t{HYPS.relative_to(ROOT) / run.corpus / run.set}\n"
+                          for run in selected_runs(claims, args.suites, args.threads, args.budget)), end="")
+        elif args.verb == "queue":
+            work_queue(claims, args.suites, args.threads, args.budget)
+        else:
+            write_tables(claims, args.hyps, CorpusFolders(args.data_root, dict(args.data_dir)), args.out,
+                         args.results)
+    except ConfigError as error:  # e.g. an unknown budget, named with its file
+        sys.exit(f"error: {error}")
 
 
 if __name__ == "__main__":

@@ -4,7 +4,8 @@ each a method system against its comparison system on one corpus, and bench/resu
 exchangeable set of runs (one device, CPU thread count and precision; replicate.set_name).
 
 Every claim gets one row per set that has runs of its systems. A comparison whose runs differ in commit, device,
-CPU threads (on a CPU), precision or prepared data (hash) is refused, with what differs (:func:`differences`).
+CPU threads (on a CPU), precision, budget (recipes/budgets.py) or prepared data (hash) is refused, with what
+differs (:func:`differences`).
 The runs before issue 40 lie in ``CORPUS/first_pass`` (mixed commits and machines): only the claims marked
 ``first_pass`` are judged on them, unrefused but marked as such, and the other claims never.
 
@@ -137,23 +138,25 @@ def run_settings(folder: Path, systems: Sequence[str]) -> list[dict]:
 def exchange_values(settings: dict) -> dict[str, str]:
     """What a run's ``settings`` must share with the other runs of a comparison: its commit (7 digits), device
     (a GPU's name, or the CPU's model name, family and model number), CPU threads ("-" on a GPU, where they do
-    not change the computation) and precision ("None" for what the settings lack)."""
+    not change the computation), precision and budget's name ("None" for what the settings lack: a suite that
+    names no budgets records none)."""
     commit, device = str(settings.get("commit")), settings.get("device")
     cpu = settings.get("cpu") or {}
     on_gpu = device not in (None, "cpu")
     return {"commit": commit[:7] + ("+changes" if commit.endswith("+changes") else ""),
             "device": str(device) if device != "cpu" else
             f"{cpu.get('model')} family {cpu.get('family')} model {cpu.get('model_number')}",
-            "threads": "-" if on_gpu else str(settings.get("threads")), "precision": str(settings.get("precision"))}
+            "threads": "-" if on_gpu else str(settings.get("threads")), "precision": str(settings.get("precision")),
+            "budget": str((settings.get("budget") or {}).get("name"))}
 
 
 def differences(runs: list[dict]) -> list[str]:
     """What the settings ``runs`` of one comparison differ in, each as ``FIELD (VALUE, VALUE)``: commit, device,
-    threads, precision (:func:`exchange_values`), and the hash of the prepared data among the runs trained on
-    the data folder of one name (``data``: a system prepared by another config, e.g. a lattice, trains on other
+    threads, precision, budget (:func:`exchange_values`), and the hash of the prepared data among the runs trained
+    on the data folder of one name (``data``: a system prepared by another config, e.g. a lattice, trains on other
     data by design)."""
     found = []
-    for setting in ("commit", "device", "threads", "precision"):
+    for setting in ("commit", "device", "threads", "precision", "budget"):
         values = sorted({exchange_values(run)[setting] for run in runs})
         if len(values) > 1:
             found.append(f"{setting} ({', '.join(values)})")

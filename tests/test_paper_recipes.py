@@ -227,8 +227,9 @@ def test_a_recipe_runs_end_to_end_against_its_mirror(recipe, tmp_path, http_mirr
     pieces = spec["outputs"]["test.{lang}.gz"]
     assert len(test_src) == len(test_ref) == sum(piece["lines"] for piece in pieces)
     assert "<seg" not in test_ref[0] and test_ref[0] == sentence(tgt, 1000 if pieces[0].get("format") == "seg" else 0)
-    assert "BLEU" in done.stdout and (tmp_path / "work" / "test.averaged.hyp").exists()
-    assert len(read_lines(tmp_path / "work" / "test.averaged.hyp")) == len(test_src)
+    out = tmp_path / "work" / ("paper" if (RECIPES / recipe / "budgets.yaml").exists() else "")  # the default budget's
+    assert "BLEU" in done.stdout and (out / "test.averaged.hyp").exists()
+    assert len(read_lines(out / "test.averaged.hyp")) == len(test_src)
     assert (tmp_path / "data" / "release" / "sha256.txt").exists()
 
 
@@ -312,14 +313,15 @@ def test_an_interrupted_download_leaves_no_half_file_and_resumes(tmp_path, monke
 
 
 def aspec_folder(root: Path, lines: int = 6) -> Path:
-    """A copy of ASPEC-JE's layout: ``score ||| id ||| n ||| ja ||| en`` training lines, ``id ||| n ||| ja ||| en``
-    dev and test lines."""
-    for name in ("train/train-1.txt", "dev/dev.txt", "test/test.txt"):
+    """A copy of ASPEC-JE's layout: ``score ||| id ||| n ||| ja ||| en`` training lines (train-1 sentences 0 to
+    ``lines`` - 1, train-2 the next ``lines``), ``id ||| n ||| ja ||| en`` dev and test lines (0 to ``lines`` - 1)."""
+    for name, first in (("train/train-1.txt", 0), ("train/train-2.txt", lines), ("dev/dev.txt", 0),
+                        ("test/test.txt", 0)):
         path = root / "ASPEC-JE" / name
         path.parent.mkdir(parents=True, exist_ok=True)
         score = "0.9 ||| " if name.startswith("train") else ""
         path.write_text("".join(f"{score}A-{i} ||| {i} ||| {sentence('ja', i)} ||| {sentence('en', i)}\n"
-                                for i in range(lines)), encoding="utf-8")
+                                for i in range(first, first + lines)), encoding="utf-8")
     return root / "ASPEC-JE"
 
 
@@ -337,12 +339,17 @@ def tiny_release(recipe: str, root: Path, lines: int) -> Path:
 def test_a_licensed_corpus_is_split_in_place_from_its_fields(tmp_path):
     aspec = aspec_folder(tmp_path)
     fetch.fetch_release(tiny_release("aspec_jaen", tmp_path, 6), tmp_path / "corpus", local=aspec)
-    for split in ("train", "valid", "test"):
-        assert read_lines(tmp_path / "corpus" / f"{split}.ja.gz") == [sentence("ja", i) for i in range(6)]
-        assert read_lines(tmp_path / "corpus" / f"{split}.en.gz") == [sentence("en", i) for i in range(6)]
+    for split, count in (("train", 12), ("valid", 6), ("test", 6)):  # train: train-1, then train-2 (the papers' 2M)
+        assert read_lines(tmp_path / "corpus" / f"{split}.ja.gz") == [sentence("ja", i) for i in range(count)]
+        assert read_lines(tmp_path / "corpus" / f"{split}.en.gz") == [sentence("en", i) for i in range(count)]
     assert not (tmp_path / "corpus" / "release" / "sha256.txt").exists()  # nothing downloaded
     with pytest.raises(fetch.FetchError, match=r"train-1\.txt: 6 lines, the release has 1000000"):
         fetch.fetch_release(RECIPES / "aspec_jaen" / "release.yaml", tmp_path / "other", local=aspec)
+    train_2 = aspec / "train" / "train-2.txt"
+    train_2.write_text("".join(train_2.read_text(encoding="utf-8").splitlines(keepends=True)[:5]), encoding="utf-8")
+    with pytest.raises(fetch.FetchError, match=r"train/train-2\.txt: 5 lines, the release has 6"):  # each file's count
+        fetch.fetch_release(tiny_release("aspec_jaen", tmp_path, 6), tmp_path / "short", local=aspec)
+    aspec = aspec_folder(tmp_path)
     dev = aspec / "dev" / "dev.txt"
     dev.write_text("A-1 ||| 1\n" + dev.read_text(encoding="utf-8"), encoding="utf-8")  # no sentence fields
     with pytest.raises(fetch.FetchError, match=r"dev\.txt:1: 2 ' \|\|\| '-separated fields, expected at least 3"):
@@ -351,13 +358,27 @@ def test_a_licensed_corpus_is_split_in_place_from_its_fields(tmp_path):
 
 def test_a_licensed_corpus_recipe_names_the_missing_file_or_flag(tmp_path):
     aspec = aspec_folder(tmp_path)
-    (aspec / "test" / "test.txt").unlink()
-    done = subprocess.run(["bash", str(RECIPES / "aspec_jaen" / "run.sh"), "--data-dir", str(aspec), "--work",
-                           str(tmp_path / "work")], capture_output=True, text=True, check=False)
-    assert done.returncode == 1 and f"{aspec}/test/test.txt: missing" in done.stderr
-    done = subprocess.run(["bash", str(RECIPES / "aspec_jaen" / "run.sh")], capture_output=True, text=True,
-                          check=False)
+    for name in ("train/train-2.txt", "test/test.txt"):  # a copy of train-1 alone lacks the papers' second 1M pairs
+        (aspec / name).unlink()
+        done = run_recipe("aspec_jaen", "--data-dir", str(aspec), "--work", str(tmp_path / "work"))
+        assert done.returncode == 1 and f"{aspec}/{name}: missing (expected in the corpus folder" in done.stderr
+        aspec = aspec_folder(tmp_path)
+    done = run_recipe("aspec_jaen")
     assert done.returncode == 2 and "licensed" in done.stderr and "--data-dir" in done.stderr
+
+
+@SLOW
+def test_the_licensed_aspec_recipe_runs_end_to_end_from_its_folder(tmp_path):
+    aspec = aspec_folder(tmp_path)
+    sets = [word for key in TINY for word in ("--set", key)]
+    done = run_recipe("aspec_jaen", "--data-dir", str(aspec), "--work", str(tmp_path / "work"), "--release",
+                      str(tiny_release("aspec_jaen", tmp_path, 6)), *sets)
+    assert done.returncode == 0, done.stderr[-3000:]
+    corpus = tmp_path / "work" / "corpus"
+    assert read_lines(corpus / "train.en.gz") == [sentence("en", i) for i in range(12)]  # train-1, then train-2
+    assert "train.ja.gz: 12 lines" in done.stderr
+    out = tmp_path / "work" / "paper"  # the default budget's
+    assert "BLEU" in done.stdout and len(read_lines(out / "test.averaged.hyp")) == 6
 
 
 def test_zip_and_gz_releases_are_unpacked(tmp_path):
@@ -419,9 +440,10 @@ def test_the_nist_recipe_runs_end_to_end_and_scores_against_four_references(tmp_
     from ordo.evaluation.bleu import corpus_scores
 
     nist, sets = nist_folder(tmp_path)
-    done = run_nist(tmp_path, "--sets", str(sets), *[word for key in TINY for word in ("--set", key)])
+    tiny = [word for key in TINY for word in ("--set", key)]
+    done = run_nist(tmp_path, "--sets", str(sets), "--budget", "short", *tiny)
     assert done.returncode == 0, done.stderr[-3000:]
-    corpus, work = tmp_path / "work" / "corpus", tmp_path / "work"
+    corpus, work = tmp_path / "work" / "corpus", tmp_path / "work" / "short"  # the budget's run and translations
     assert (corpus / "tests.txt").read_text().split() == ["nist03", "nist05"]  # every set but the dev set
     raw, segmented = read_lines(nist / "train.zh"), read_lines(corpus / "train.zh.gz")
     assert [line.replace(" ", "") for line in segmented] == raw  # jieba's words of each line, nothing else

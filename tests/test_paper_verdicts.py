@@ -18,7 +18,7 @@ from ordo.evaluation.seeds import seeds_needed
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root: the recipes package
 from bench import gpu_hours
-from recipes import replicate, verdicts
+from recipes import budgets, replicate, verdicts
 from recipes.nist_zhen import corpus as nist_corpus
 
 PAPER_SUITES = ["wmt14_verdict", "wmt17_verdict", "aspec_verdict", "kftt_verdict", "nist_verdict"]
@@ -56,7 +56,8 @@ def test_the_gpu_hours_price_every_run_the_paper_scale_claims_want():
             assert runs[claim["system"]] >= claim["seeds"] and runs[claim["baseline"]] >= max(claim["seeds"], 2)
             for system in (claim["system"], claim["baseline"]):  # priced, or named as left out
                 assert (system in gpu_hours.COST) != (system in gpu_hours.UNPRICED), (suite, system)
-    row = gpu_hours.verdict_row("nist_verdict", claims)  # RNNsearch* has no GPU figure: named, not priced
+    row = gpu_hours.verdict_row("nist_verdict", claims, budgets.folder_budget(verdicts.RECIPES / "nist_verdict"))
+    # RNNsearch* has no GPU figure: named, not priced
     assert "lattice_lpe 6, lattice_lsa 10 (36 runs); not counted: rnnsearch 3, rnn_h_distortion 3" in row
 
 
@@ -131,7 +132,7 @@ def test_a_paper_suite_runs_as_a_trial_on_a_corpus_given_at_run_time_and_its_tab
                    str(tmp_path / "work"), "--hyps", str(hyps), "--trial-steps", "4", *trial,
                    "baseline.seed1", "both_res.seed1")
     (folder,) = [path for path in (hyps / "wmt14_ende").iterdir() if path.is_dir()]  # the set of the runs
-    assert folder.name.startswith("cpu-") and folder.name.endswith("-t1-fp32")
+    assert folder.name.startswith("cpu-") and folder.name.endswith("-t1-fp32-paper")  # the default budget
     settings = read_yaml(folder / "both_res.seed1.yaml")
     assert not Path(settings["corpus_dir"]).is_absolute(), "no path of one machine in the committed settings"
     assert (verdicts.ROOT / settings["corpus_dir"]).resolve() == mini.resolve() and settings["trial"]["steps"] == 4

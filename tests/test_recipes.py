@@ -16,7 +16,7 @@ from ordo.data.textio import read_yaml
 
 RECIPES = Path(__file__).resolve().parents[1] / "recipes"
 sys.path.insert(0, str(RECIPES.parent))  # the repository root: the recipes package
-from recipes import compare  # how a suite's systems.yaml entries are read
+from recipes import budgets, compare  # a suite's budgets, how its systems.yaml entries are read
 
 
 @pytest.mark.parametrize("path", sorted(RECIPES.glob("*/train.yaml")), ids=lambda p: p.parent.name)
@@ -57,7 +57,9 @@ def test_every_recipe_has_its_configs_or_uses_a_comparison_suite():
 @pytest.mark.parametrize("path", sorted(RECIPES.glob("*/suite.yaml")), ids=lambda p: p.parent.name)
 def test_every_suite_names_its_corpus_and_builds_every_system_under_the_strict_schema(path):
     suite = read_yaml(path)
-    assert set(suite) >= {"corpus", "src", "tgt", "splits", "steps"} and set(suite["splits"]) == {"train", "valid", "test"}
+    assert set(suite) >= {"corpus", "src", "tgt", "splits"} and set(suite["splits"]) == {"train", "valid", "test"}
+    assert ("steps" in suite) != ("budgets" in suite), "one schedule, or the budgets file of recipes/budgets.py"
+    assert budgets.folder_budgets(path.parent), path
     base = read_yaml(path.parent / "train.yaml")
     systems = read_yaml(path.parent / "systems.yaml")
     other_names = compare.aliases(systems)

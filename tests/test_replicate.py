@@ -247,7 +247,7 @@ def test_a_suite_that_needs_a_gpu_has_no_set_on_a_cpu(monkeypatch):
 
 def test_the_queue_runs_what_is_pending_and_leaves_a_run_another_process_holds(tmp_path, monkeypatch):
     monkeypatch.setattr(replicate, "HYPS", tmp_path / "hyps")
-    monkeypatch.setattr(replicate, "machine_set", lambda suite, threads: SET)
+    monkeypatch.setattr(replicate, "machine_set", lambda suite, threads, budget: SET)
     monkeypatch.setattr(replicate, "commit_id", lambda: "0123abc")
     ran = []
 

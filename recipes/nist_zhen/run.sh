@@ -4,19 +4,22 @@
 # train.en; each NIST set's NAME.zh and its four references NAME.en0 .. NAME.en3) with the line counts of
 # sets.yaml, segment the Chinese into words (jieba) and write the splits into WORK/corpus (corpus.py; with
 # the unsegmented Chinese beside them, SPLIT.raw.zh.gz, for recipes/nist_verdict's lattice systems), then
-# prepare, train Transformer-base (train.yaml: 100,000 updates of ~16k tokens), average the last checkpoints,
-# translate each test set with beam 4 and score it against its four references (sacreBLEU, case-insensitive
-# as the papers report, and cased; multi-bleu.perl's BLEU on the tokens): WORK/scores.tsv and scores.md.
+# prepare, train Transformer-base to a budget of budgets.yaml (paper: 200,000 updates of 16,384 tokens; short:
+# 100,000), average the last 5 checkpoints, translate each test set with beam 4 and score it against its four
+# references (sacreBLEU, case-insensitive as the papers report, and cased; multi-bleu.perl's BLEU on the
+# tokens): WORK/BUDGET/scores.tsv and scores.md.
 #
 # usage: recipes/nist_zhen/run.sh --data-dir NIST [--dev nist02] [--tests "nist03 nist04 ..."]
-#          [--segmenter jieba|chars|thulac] [--sets FILE] [--work DIR] [--gpus N] [--minutes N] [--set KEY=VALUE ...]
+#          [--segmenter jieba|chars|thulac] [--sets FILE] [--work DIR] [--budget paper|short] [--gpus N] [--minutes N]
+#          [--set KEY=VALUE ...]
 #   --data-dir   your copy, in the layout above
 #   --dev NAME   the dev set (default nist02; paper 001 takes nist06, paper 002 nist05)
 #   --tests      the test sets (default: every set of sets.yaml but the dev set)
 #   --segmenter  the Chinese word segmenter (default jieba; another needs another --work)
 #   --sets FILE  the NIST sets and their line counts, if your copy's differ from sets.yaml's
+#   --budget     budgets.yaml's schedule (default paper, paper 001's; short: half its updates), run in WORK/BUDGET
 #   --gpus N     train on N GPUs under torchrun; with --set train.update_freq=M, N x M = 4 keeps the batch size
-#   --minutes N  stop training after N minutes (default 0: at train.yaml's max_steps)
+#   --minutes N  stop training after N minutes (default 0: at the budget's updates)
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 work="$here/../../work/nist_zhen"
@@ -31,17 +34,17 @@ download_data() {
 source "$here/../lib.sh"
 
 recipe_score() {  # lib.sh's, against each NIST set's four references
-  "$ordo" average --model "$work/run" --last 4
+  "$ordo" average --model "$out/run" --last "$average_last"
   local test ckpt
   for test in $tests; do
-    zcat "$data_dir/$test.$src.gz" > "$work/$test.$src"
+    zcat "$data_dir/$test.$src.gz" > "$out/$test.$src"
     for ckpt in best averaged; do
-      "$ordo" translate --model "$work/run" --checkpoint "$ckpt" --input "$work/$test.$src" \
-        --output "$work/$test.$ckpt.hyp"
+      "$ordo" translate --model "$out/run" --checkpoint "$ckpt" --input "$out/$test.$src" \
+        --output "$out/$test.$ckpt.hyp"
     done
   done
   # as ordo evaluate --hyp HYP --ref TEST.en0.gz --ref TEST.en1.gz --ref TEST.en2.gz --ref TEST.en3.gz --lowercase
-  "$py" "$here/corpus.py" score --work "$work" --corpus "$data_dir" --tests "$tests" | tee "$work/scores.md"
+  "$py" "$here/corpus.py" score --work "$out" --corpus "$data_dir" --tests "$tests" | tee "$out/scores.md"
 }
 
 nist="" split_args=() args=()
