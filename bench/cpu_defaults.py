@@ -376,16 +376,20 @@ def auto_against_best(figures: dict[str, Figures], name: str, higher_is_better: 
     return f"{bests['auto'] / best:.2f}"
 
 
-def auto_per_round(figures: dict[str, Figures], name: str, higher_is_better: bool) -> str:
+def auto_per_round(figures: dict[str, Figures], name: str, higher_is_better: bool, same_code: str | None) -> str:
     """In each round, ``auto``'s figure over the better of blas's and onednn's in the same round (the three ran
     back to back, so a slow spell of the machine touches them alike): the median and range of those ratios,
-    marked **behind** where the median trails by more than :data:`NOISE` (memory: exceeds by more)."""
+    marked **behind** where the median trails by more than :data:`NOISE` (memory: exceeds by more). Where auto
+    runs the code of a fixed backend (``same_code``: training, whose rule picks one backend per CPU), its ratio
+    to that backend is the machine's noise, and is said to be."""
     rounds = zip(*(getattr(figures[backend], name) for backend in ("blas", "onednn", "auto")))
     better = max if higher_is_better else min
     ratios = sorted(auto / better(blas, onednn) for blas, onednn, auto in rounds)
     median = statistics.median(ratios)
-    behind = median < 1 - NOISE if higher_is_better else median > 1 + NOISE
     spread = f" [{ratios[0]:.2f}-{ratios[-1]:.2f}]" if len(ratios) > 1 else ""
+    if same_code:
+        return f"{median:.2f}{spread} (auto trains on {same_code} here: the same code, so this is noise)"
+    behind = median < 1 - NOISE if higher_is_better else median > 1 + NOISE
     return f"{median:.2f}{spread}{' **behind**' if behind else ''}"
 
 
@@ -405,11 +409,14 @@ def median_ratio(figures: dict[str, Figures], backend: str, name: str) -> float:
                                                                  getattr(figures["auto"], name)))
 
 
-def dominating(figures: dict[str, Figures], speed: str, memory: str) -> str:
+def dominating(figures: dict[str, Figures], speed: str, memory: str, same_code: str | None) -> str:
     """The fixed backends that did better than auto at a workload by both its figures at once (round by round, the
     median ratio): better by more than :data:`NOISE` in speed or memory, and within it in the other; ``none``
     where neither did. Where the faster backend holds more memory, no choice wins both: this says whether a user
-    who set ``cpu_gemm`` by hand would have had a better trade than auto's."""
+    who set ``cpu_gemm`` by hand would have had a better trade than auto's. Where auto runs a fixed backend's
+    code (``same_code``), it says so instead."""
+    if same_code:
+        return f"auto is {same_code}"
     better = []
     for backend in ("blas", "onednn"):
         speed_ratio, memory_ratio = median_ratio(figures, backend, speed), median_ratio(figures, backend, memory)
@@ -429,12 +436,21 @@ def preset_table(preset: str, updates: int, figures: dict[str, Figures]) -> list
     for name, title, form, higher in FIGURES:
         cells = [cell(getattr(figures[backend], name), form, higher) for backend in backends]
         against = auto_against_best(figures, name, higher) if compared else "-"
-        per_round = auto_per_round(figures, name, higher) if compared else "-"
+        per_round = auto_per_round(figures, name, higher, same_code(name)) if compared else "-"
         lines.append(f"| {title} | {' | '.join(cells)} | {against} | {per_round} |")
     if compared:
         lines += ["", "A fixed backend better than auto in speed or memory and no worse in the other: " + "; ".join(
-            f"{workload}: {dominating(figures, speed, memory)}" for workload, speed, memory in WORKLOADS) + "."]
+            f"{workload}: {dominating(figures, speed, memory, same_code(speed))}"
+            for workload, speed, memory in WORKLOADS) + "."]
     return lines + [""]
+
+
+def same_code(name: str) -> str | None:
+    """The fixed backend whose code auto runs for the figure ``name``: in training, the one its rule resolves to
+    on this CPU (:func:`ordo.gemm.resolve`); None in decoding, where auto times both."""
+    from ordo import gemm
+
+    return gemm.resolve("auto") if name.startswith("train") else None
 
 
 def report(args: argparse.Namespace, command: str, tables: list[str], started: str) -> str:
