@@ -20,7 +20,7 @@ from bench import gpu_hours
 from recipes import budgets, compare, replicate, verdicts
 
 PAPER_SUITES = {"wmt14_verdict": "wmt14_ende", "wmt17_verdict": "wmt17_zhen", "aspec_verdict": "aspec_jaen",
-                "kftt_verdict": "kftt_jaen", "nist_verdict": "nist_zhen"}
+                "kftt_verdict": "kftt_jaen", "nist_verdict": "nist_zhen", "iwslt16_verdict": "iwslt16_ende"}
 H100 = {"device": "NVIDIA H100 80GB HBM3", "precision": "bfloat16"}
 
 

@@ -302,7 +302,10 @@ def test_the_iwslt16_counts_are_those_of_the_same_releases_de_en_sets():
 def test_the_iwslt16_training_pairs_over_50_words_are_dropped_the_same_for_every_system(tmp_path):
     """Paper 002: "sentence pairs with either side longer than 50 were dropped", in training; the recipe's and
     every verdict system's prepare config count words (one set of pairs for all), and the dev set keeps its own."""
-    configs = [RECIPES / "iwslt16_ende" / "prepare.yaml", *sorted((RECIPES / "iwslt16_verdict").glob("prepare*.yaml"))]
+    systems = read_yaml(RECIPES / "iwslt16_verdict" / "systems.yaml")
+    configs = [RECIPES / "iwslt16_ende" / "prepare.yaml",
+               *sorted({RECIPES / "iwslt16_verdict" / entry["prepare"] for entry in systems.values()})]
+    assert len(configs) == 1 + 4  # the 1-best systems' three, the lattice's
     for path in configs:
         spec = read_yaml(path)
         assert (spec["max_words"], spec["max_len"], spec["max_len_ratio"]) == (50, 0, 0), path
