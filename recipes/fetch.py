@@ -84,10 +84,10 @@ def load_release(path: Path) -> dict[str, Any]:
         if not isinstance(spec, dict) or ("url" not in spec and not spec.get("parts") and not spec.get("within")):
             raise FetchError(f"{path}: files.{name}: needs a url (\"\" for a licensed corpus's file), its parts' urls, "
                              "or the archive it is within")
-        outer = files.get(spec.get("within") or name, {})
-        if spec.get("within") and (not spec.get("member") or not isinstance(outer, dict) or outer.get("within")):
-            raise FetchError(f"{path}: files.{name}: within {spec['within']!r} needs a member and another file of "
-                             "files that is not within an archive itself")
+        within = spec.get("within")
+        if within and (not spec.get("member") or not isinstance(files.get(within), dict) or files[within].get("within")):
+            raise FetchError(f"{path}: files.{name}: within {within!r} needs a member and another file of files that "
+                             "is not within an archive itself")
     check_segment(path, release)
     for output, pieces in release["outputs"].items():
         if "{lang}" not in output:
@@ -313,22 +313,22 @@ def unpack_within(name: str, spec: dict[str, Any], archive: Path | None, folder:
         the file and its sha256.
 
     Raises:
-        FetchError: naming the file when its sha256 is not the release's (an unpacked copy is then removed), or
-            the archive when it lacks the member or is corrupt.
+        FetchError: naming the file when its sha256 is not the release's (a copy in ``folder`` is then removed,
+            never the user's), or the archive when it lacks the member or is corrupt.
     """
-    if local is not None and (local / name).is_file():
-        return local / name, sha256_of(local / name)
-    dest = folder / name
-    if not dest.exists():
+    path = local / name if local is not None and (local / name).is_file() else folder / name
+    if not path.exists():
         assert archive is not None  # archives_wanted named it, so it was fetched
         (unpacked,) = extract(archive, {spec["member"]}, folder / "extracted" / spec["within"], local is None).values()
-        unpacked.replace(dest)
-    digest = sha256_of(dest)
+        unpacked.replace(path)
+    digest = sha256_of(path)
     if spec.get("sha256") and digest != spec["sha256"]:
-        dest.unlink()
-        raise FetchError(f"{dest}: sha256 {digest}, the release's is {spec['sha256']}: removed, not the release's "
-                         f"file (another version of {spec['within']})")
-    return dest, digest
+        ours = path.parent == folder
+        if ours:
+            path.unlink()
+        raise FetchError(f"{path}: sha256 {digest}, the release's is {spec['sha256']}{': removed' if ours else ''}, "
+                         f"not the release's file (another version of {spec['within']})")
+    return path, digest
 
 
 def local_file(name: str, folder: Path) -> Path:

@@ -275,9 +275,14 @@ def test_the_iwslt16_pair_is_unpacked_from_the_whole_release_and_split_as_paper_
     (data / "test.de.gz").unlink()
     fetch.fetch_release(release, data, "http://127.0.0.1:9")
     assert len(read_lines(data / "test.de.gz")) == 6 and not (folder / "2016-01.tgz").exists()
+    fetch.fetch_release(release, tmp_path / "copy", local=folder)  # a folder that holds en-de.tgz: read in place
+    assert read_lines(tmp_path / "copy" / "test.de.gz") == read_lines(data / "test.de.gz")
     spec = read_yaml(release)
     spec["files"]["en-de.tgz"]["sha256"] = "0" * 64
     release.write_text(yaml.safe_dump(spec), encoding="utf-8")
+    with pytest.raises(fetch.FetchError, match=r"en-de\.tgz: sha256 [0-9a-f]{64}, the release's is 0{64}, not"):
+        fetch.fetch_release(release, tmp_path / "other", local=folder)
+    assert (folder / "en-de.tgz").exists()  # the user's copy is never removed
     (data / "test.de.gz").unlink()
     with pytest.raises(fetch.FetchError, match=r"en-de\.tgz: sha256 [0-9a-f]{64}, the release's is 0{64}: removed"):
         fetch.fetch_release(release, data, mirror.as_uri())
