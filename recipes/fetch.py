@@ -19,7 +19,10 @@ checked. A file shipped in parts (the UN corpus's ``NAME.00``, ``NAME.01``) list
 ``parts`` in place of ``url``: each is fetched as its own file (named as its URL ends) and the parts are joined
 into ``NAME``. ``segment: {LANG: SEGMENTER}`` writes that language's outputs as the words of an
 :mod:`ordo.data.lattice.segmenters` word segmenter joined by spaces (``zh: jieba``, as the project's Zh recipes
-segment Chinese).
+segment Chinese). A file shipped inside another archive (IWSLT16's ``en-de.tgz``, one member of the whole
+release ``2016-01.tgz`` that WIT3 now publishes) names that archive as ``within`` and its path there as
+``member``, in place of ``url``: it is unpacked from the archive into the release folder, and the archive is
+fetched only while such a file is missing there (a copy of the inner file put there beforehand is used as it is).
 
 Each file is downloaded (``urllib``: http://, https:// and file:// URLs; ``--mirror BASE`` fetches
 ``BASE/NAME``, or ``BASE/PART`` for each part, instead: a local mirror or a proxy) to a temporary name and
@@ -76,9 +79,15 @@ def load_release(path: Path) -> dict[str, Any]:
     for key in ("files", "langs", "outputs"):
         if key not in release:
             raise FetchError(f"{path}: no '{key}' section")
-    for name, spec in release["files"].items():
-        if not isinstance(spec, dict) or ("url" not in spec and not spec.get("parts")):
-            raise FetchError(f"{path}: files.{name}: needs a url (\"\" for a licensed corpus's file) or its parts' urls")
+    files = release["files"]
+    for name, spec in files.items():
+        if not isinstance(spec, dict) or ("url" not in spec and not spec.get("parts") and not spec.get("within")):
+            raise FetchError(f"{path}: files.{name}: needs a url (\"\" for a licensed corpus's file), its parts' urls, "
+                             "or the archive it is within")
+        within = spec.get("within")
+        if within and (not spec.get("member") or not isinstance(files.get(within), dict) or files[within].get("within")):
+            raise FetchError(f"{path}: files.{name}: within {within!r} needs a member and another file of files that "
+                             "is not within an archive itself")
     check_segment(path, release)
     for output, pieces in release["outputs"].items():
         if "{lang}" not in output:
@@ -287,6 +296,41 @@ def copy_member(stream: Any, dest: Path) -> None:
         shutil.copyfileobj(stream, out, CHUNK)
 
 
+def archives_wanted(files: dict[str, Any], folder: Path, local: Path | None) -> set[str]:
+    """The archives that hold a file ``within`` them that is neither unpacked into ``folder`` yet nor given in
+    the user's copy ``local``: only these need fetching (or reading) for it."""
+    return {spec["within"] for name, spec in files.items() if spec.get("within")
+            and not (folder / name).is_file() and not (local is not None and (local / name).is_file())}
+
+
+def unpack_within(name: str, spec: dict[str, Any], archive: Path | None, folder: Path, local: Path | None,
+                  ) -> tuple[Path, str]:
+    """Release file ``name``, shipped as ``spec["member"]`` of the archive ``spec["within"]`` (at ``archive``):
+    the user's copy in ``local``, or the one in ``folder``, or else unpacked there from ``archive``; its sha256
+    checked where the release states one.
+
+    Returns:
+        the file and its sha256.
+
+    Raises:
+        FetchError: naming the file when its sha256 is not the release's (a copy in ``folder`` is then removed,
+            never the user's), or the archive when it lacks the member or is corrupt.
+    """
+    path = local / name if local is not None and (local / name).is_file() else folder / name
+    if not path.exists():
+        assert archive is not None  # archives_wanted named it, so it was fetched
+        (unpacked,) = extract(archive, {spec["member"]}, folder / "extracted" / spec["within"], local is None).values()
+        unpacked.replace(path)
+    digest = sha256_of(path)
+    if spec.get("sha256") and digest != spec["sha256"]:
+        ours = path.parent == folder
+        if ours:
+            path.unlink()
+        raise FetchError(f"{path}: sha256 {digest}, the release's is {spec['sha256']}{': removed' if ours else ''}, "
+                         f"not the release's file (another version of {spec['within']})")
+    return path, digest
+
+
 def local_file(name: str, folder: Path) -> Path:
     """Release file ``name`` in the user's copy ``folder`` of a licensed corpus.
 
@@ -386,12 +430,23 @@ def fetch_release(release_path: Path, data_dir: Path, mirror: str = "", local: P
     missing = [name for name in outputs if not (data_dir / name).exists()]
     if not missing:
         return [data_dir / name for name in outputs]
+    files = release["files"]
+    wanted = archives_wanted(files, folder, local)
+    outer = {spec["within"] for spec in files.values() if spec.get("within")}
+    direct = [name for name, spec in files.items() if not spec.get("within")
+              and (name not in outer or name in wanted or (local is None and (folder / name).exists()))]
     if local is not None:
-        archives = {name: local_file(name, local) for name in release["files"]}
+        archives = {name: local_file(name, local) for name in direct}
+        digests: dict[str, str] = {}
     else:
-        fetched = {name: fetch_file(name, spec, mirror, folder) for name, spec in release["files"].items()}
-        record_sha256(folder, {name: digest for name, (_, digest) in fetched.items()})
+        fetched = {name: fetch_file(name, files[name], mirror, folder) for name in direct}
         archives = {name: path for name, (path, _) in fetched.items()}
+        digests = {name: digest for name, (_, digest) in fetched.items()}
+    for name, spec in files.items():
+        if spec.get("within"):
+            archives[name], digests[name] = unpack_within(name, spec, archives.get(spec["within"]), folder, local)
+    if local is None:
+        record_sha256(folder, digests)
     members: dict[str, set[str]] = {name: set() for name in archives}
     for name in missing:
         for piece in outputs[name]:

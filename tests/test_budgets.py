@@ -20,7 +20,7 @@ from bench import gpu_hours
 from recipes import budgets, compare, replicate, verdicts
 
 PAPER_SUITES = {"wmt14_verdict": "wmt14_ende", "wmt17_verdict": "wmt17_zhen", "aspec_verdict": "aspec_jaen",
-                "kftt_verdict": "kftt_jaen", "nist_verdict": "nist_zhen"}
+                "kftt_verdict": "kftt_jaen", "nist_verdict": "nist_zhen", "iwslt16_verdict": "iwslt16_ende"}
 H100 = {"device": "NVIDIA H100 80GB HBM3", "precision": "bfloat16"}
 
 
@@ -156,6 +156,9 @@ def test_a_recipe_runs_at_the_budget_its_run_sh_names():
         "W/short", "5", "--set", "train.max_steps=60000", "--set", "train.max_tokens=4096", "--set",
         "train.update_freq=2", "--set", "train.warmup_steps=4000"]
     assert recipe_budget("nist_zhen").stdout.split()[:4] == ["W/paper", "5", "--set", "train.max_steps=200000"]
+    assert recipe_budget("iwslt16_ende").stdout.split() == [  # paper 002's 1,024 x 16 tokens, Vaswani's 100k, 4k
+        "W/paper", "5", "--set", "train.max_steps=100000", "--set", "train.max_tokens=1024", "--set",
+        "train.update_freq=16", "--set", "train.warmup_steps=4000"]
     assert recipe_budget("iwslt14_deen").stdout.split() == ["W", "4"]  # no budgets: its train.yaml, in WORK
     unknown = recipe_budget("wmt14_ende", "quarter")
     assert unknown.returncode == 2 and "wmt14_ende/budgets.yaml: no budget 'quarter'" in unknown.stderr

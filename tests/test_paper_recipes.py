@@ -18,6 +18,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from ordo.config import from_dict
+from ordo.data.prepare import PrepareConfig, prepare
 from ordo.data.textio import read_lines, read_yaml
 
 RECIPES = Path(__file__).resolve().parents[1] / "recipes"
@@ -26,8 +28,8 @@ from recipes import fetch  # the shared downloader
 from recipes.nist_zhen import corpus as nist_corpus
 
 RELEASES = {p.parent.name: read_yaml(p) for p in sorted(RECIPES.glob("*/release.yaml"))}
-PAPER_RECIPES = [name for name, spec in RELEASES.items()
-                 if all(f.get("url") or f.get("parts") for f in spec["files"].values())]
+PAPER_RECIPES = [name for name, spec in RELEASES.items()  # a file within another archive comes with that archive
+                 if all(f.get("url") or f.get("parts") or f.get("within") for f in spec["files"].values())]
 LICENSED = [name for name in RELEASES if name not in PAPER_RECIPES]  # read in place from the user's copy
 TINY = ["model.preset=tiny", "model.d_model=32", "model.ffn_dim=64", "train.max_tokens=300", "train.max_steps=4",
         "train.valid_every=2", "train.warmup_steps=2", "train.valid_bleu=false", "train.progress=false",
@@ -93,7 +95,9 @@ def split_into_parts(path: Path, urls: list[str]) -> None:
 def build_mirror(recipe: str, root: Path, lines: int = 6) -> tuple[Path, Path]:
     """A mirror folder of ``recipe``'s release in its layout and compression, with ``lines`` sentences per
     member (46 for IWSLT's train.tags, so that every 23rd line makes a dev set of 2), and the release's
-    description with the counts the mirror has.
+    description with the counts and sha256 the mirror has. A file ``within`` another archive is packed, then
+    put into that archive as its member (beside another language pair's, as IWSLT16's 2016-01.tgz holds every
+    pair's) in place of the mirror's own copy.
 
     Returns:
         (mirror folder, release.yaml for the mirror).
@@ -110,8 +114,17 @@ def build_mirror(recipe: str, root: Path, lines: int = 6) -> tuple[Path, Path]:
                 members[fetch.file_of(piece, lang)][fetch.member_of(piece, lang)] = text.encode()
             if "lines" in piece:
                 piece["lines"] = count
+    for name, spec in release["files"].items():
+        if spec.get("within"):
+            pack(mirror / name, members.pop(name))
+            outer = members[spec["within"]]
+            outer[spec["member"]] = (mirror / name).read_bytes()
+            outer[spec["member"].replace(name, f"other-{name}")] = outer[spec["member"]]  # another pair's archive
+            (mirror / name).unlink()
     for name, files in members.items():
         pack(mirror / name, files)
+        if release["files"][name].get("sha256"):  # a stated digest: the miniature's, so that it is checked
+            release["files"][name]["sha256"] = fetch.sha256_of(mirror / name)
         split_into_parts(mirror / name, release["files"][name].get("parts", []))
     tiny_release = root / "release.yaml"
     tiny_release.write_text(yaml.safe_dump(release, allow_unicode=True), encoding="utf-8")
@@ -156,7 +169,7 @@ def recipe_args(tmp_path: Path, mirror: str, release: Path) -> list[str]:
 
 
 def test_every_paper_recipe_fetches_with_its_own_script():
-    assert {"iwslt14_deen", "wmt14_ende", "wmt17_zhen", "kftt_jaen"} <= set(PAPER_RECIPES)
+    assert {"iwslt14_deen", "iwslt16_ende", "wmt14_ende", "wmt17_zhen", "kftt_jaen"} <= set(PAPER_RECIPES)
     assert LICENSED == ["aspec_jaen"]
     for recipe in RELEASES:
         script = (RECIPES / recipe / "run.sh").read_text()
@@ -165,7 +178,8 @@ def test_every_paper_recipe_fetches_with_its_own_script():
         assert ("download_data()" in script) == ("--local" in script) == (recipe in LICENSED), recipe
         release = fetch.load_release(RECIPES / recipe / "release.yaml")
         assert all(url.startswith(("http://", "https://")) or recipe in LICENSED
-                   for spec in release["files"].values() for url in spec.get("parts") or [spec["url"]])
+                   for spec in release["files"].values() if not spec.get("within")
+                   for url in spec.get("parts") or [spec["url"]])
         assert any("lines" in piece for pieces in release["outputs"].values() for piece in pieces), recipe
 
 
@@ -174,7 +188,8 @@ def test_a_release_is_fetched_verified_and_split_from_its_mirror(recipe, tmp_pat
     mirror, release = build_mirror(recipe, tmp_path)
     outputs = fetch.fetch_release(release, tmp_path / "data", mirror.as_uri())
     spec = read_yaml(release)
-    assert sorted(p.name for p in outputs) == sorted(f"{split}.{lang}.gz" for split in ("train", "valid", "test")
+    assert {"train.{lang}.gz", "valid.{lang}.gz", "test.{lang}.gz"} <= set(spec["outputs"])
+    assert sorted(p.name for p in outputs) == sorted(name.replace("{lang}", lang) for name in spec["outputs"]
                                                      for lang in spec["langs"])
     for name, pieces in spec["outputs"].items():
         counts = {lang: len(read_lines(tmp_path / "data" / name.replace("{lang}", lang))) for lang in spec["langs"]}
@@ -241,6 +256,81 @@ def test_the_iwslt14_splits_are_fairseqs(tmp_path):
     assert valid == transcript[22::23] and train == [s for i, s in enumerate(transcript, 1) if i % 23]
     test = read_lines(tmp_path / "data" / "test.de.gz")
     assert len(test) == 5 * 6 and test[:2] == [sentence("de", 1000), sentence("de", 1001)]
+
+
+def test_the_iwslt16_pair_is_unpacked_from_the_whole_release_and_split_as_paper_002_did(tmp_path):
+    mirror, release = build_mirror("iwslt16_ende", tmp_path)
+    assert [path.name for path in mirror.iterdir()] == ["2016-01.tgz"]  # en-de.tgz is one member of it
+    data, folder = tmp_path / "data", tmp_path / "data" / "release"
+    fetch.fetch_release(release, data, mirror.as_uri())
+    assert sorted(path.name for path in folder.iterdir() if path.is_file()) == ["2016-01.tgz", "en-de.tgz",
+                                                                                 "sha256.txt"]
+    recorded = (folder / "sha256.txt").read_text()
+    assert f"{fetch.sha256_of(folder / 'en-de.tgz')}  en-de.tgz\n" in recorded and "  2016-01.tgz\n" in recorded
+    transcript = [sentence("en", i) for i in range(46)]  # every transcript line, the talks' metadata dropped
+    assert read_lines(data / "train.en.gz") == transcript and len(read_lines(data / "train.de.gz")) == 46
+    for split in ("valid", "test", "tst2013"):  # tst2012, tst2014, tst2013: each its release count (here 6)
+        assert read_lines(data / f"{split}.de.gz") == [sentence("de", 1000 + i) for i in range(6)], split
+    (folder / "2016-01.tgz").unlink()  # a rerun unpacks from en-de.tgz: the whole release is not fetched again
+    (data / "test.de.gz").unlink()
+    fetch.fetch_release(release, data, "http://127.0.0.1:9")
+    assert len(read_lines(data / "test.de.gz")) == 6 and not (folder / "2016-01.tgz").exists()
+    fetch.fetch_release(release, tmp_path / "copy", local=folder)  # a folder that holds en-de.tgz: read in place
+    assert read_lines(tmp_path / "copy" / "test.de.gz") == read_lines(data / "test.de.gz")
+    spec = read_yaml(release)
+    spec["files"]["en-de.tgz"]["sha256"] = "0" * 64
+    release.write_text(yaml.safe_dump(spec), encoding="utf-8")
+    with pytest.raises(fetch.FetchError, match=r"en-de\.tgz: sha256 [0-9a-f]{64}, the release's is 0{64}, not"):
+        fetch.fetch_release(release, tmp_path / "other", local=folder)
+    assert (folder / "en-de.tgz").exists()  # the user's copy is never removed
+    (data / "test.de.gz").unlink()
+    with pytest.raises(fetch.FetchError, match=r"en-de\.tgz: sha256 [0-9a-f]{64}, the release's is 0{64}: removed"):
+        fetch.fetch_release(release, data, mirror.as_uri())
+    with pytest.raises(fetch.FetchError, match=r"2016-01\.tgz: sha256 [0-9a-f]{64}, the release's is 425a3688e0fa"):
+        fetch.fetch_release(RECIPES / "iwslt16_ende" / "release.yaml", data, mirror.as_uri())  # the real digest
+    assert not (folder / "2016-01.tgz").exists()  # the miniature is not the release's 2016-01.tgz: removed
+
+
+SHARED_IWSLT = RECIPES.parents[1] / "shared" / "data" / "iwslt-de-en"
+
+
+@pytest.mark.skipif(not SHARED_IWSLT.is_dir(), reason="../shared/data/iwslt-de-en not present")
+def test_the_iwslt16_counts_are_those_of_the_same_releases_de_en_sets():
+    """The en-de test sets' counts the release checks, against the de-en sets of the same 2016-01 release."""
+    outputs = read_yaml(RECIPES / "iwslt16_ende" / "release.yaml")["outputs"]
+    for output, name in (("valid.{lang}.gz", "tst2012"), ("test.{lang}.gz", "tst2014"), ("tst2013.{lang}.gz", "tst2013")):
+        (piece,) = outputs[output]
+        assert f"IWSLT16.TED.{name}.en-de" in piece["member"]
+        assert piece["lines"] == len(read_lines(SHARED_IWSLT / f"{name}.en.gz")), name
+
+
+def test_the_iwslt16_training_pairs_over_50_words_are_dropped_the_same_for_every_system(tmp_path):
+    """Paper 002: "sentence pairs with either side longer than 50 were dropped", in training; the recipe's and
+    every verdict system's prepare config count words (one set of pairs for all), and the dev set keeps its own."""
+    systems = read_yaml(RECIPES / "iwslt16_verdict" / "systems.yaml")
+    configs = [RECIPES / "iwslt16_ende" / "prepare.yaml",
+               *sorted({RECIPES / "iwslt16_verdict" / entry["prepare"] for entry in systems.values()})]
+    assert len(configs) == 1 + 4  # the 1-best systems' three, the lattice's
+    for path in configs:
+        spec = read_yaml(path)
+        assert (spec["max_words"], spec["max_len"], spec["max_len_ratio"]) == (50, 0, 0), path
+        assert (spec["tgt_lang"], spec["vocab_size"], spec["model_type"]) == ("de", 16000, "bpe"), path  # 16K target
+    mirror, release = build_mirror("iwslt16_ende", tmp_path)
+    data = tmp_path / "data"
+    fetch.fetch_release(release, data, mirror.as_uri())
+    words = {n: " ".join(f"w{k}" for k in range(n)) for n in (50, 51)}
+    extra = {"en": [words[51], words[50], "a house"], "de": ["ein Haus", words[50], words[51]]}  # 51 on either side
+    for split, lines in (("train", extra), ("valid", {"en": [words[51]], "de": ["ein Haus"]})):
+        for lang, added in lines.items():
+            path = data / f"{split}.{lang}.gz"
+            path.write_bytes(gzip.compress("".join(f"{line}\n" for line in read_lines(path) + added).encode()))
+    files = {f"{split}_{side}": str(data / f"{name}.{lang}.gz") for split, name in (("train", "train"), ("valid", "valid"))
+             for side, lang in (("src", "en"), ("tgt", "de"))}
+    for path in configs:
+        meta = prepare(from_dict(PrepareConfig, {**read_yaml(path), **files, "out": str(tmp_path / path.stem)},
+                                 str(path)), progress=False)
+        assert meta.splits == {"train": 46 + 1, "valid": 6 + 1}, path  # the 50-word pair kept, the 51s dropped
+        assert read_lines(tmp_path / path.stem / "train.src.txt")[-1] == words[50]
 
 
 def test_the_release_line_counts_are_checked_and_the_file_named(tmp_path):

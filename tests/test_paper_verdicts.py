@@ -1,4 +1,4 @@
-"""The verdict suites at the papers' own scale (recipes/{wmt14,wmt17,aspec,kftt,nist}_verdict): each claim's
+"""The verdict suites at the papers' own scale (recipes/{wmt14,wmt17,aspec,kftt,nist,iwslt16}_verdict): each claim's
 seeds sized for its paper's gain, GPU suites refused on a CPU, a corpus folder given at run time and found again
 by the tables, a folder that lacks a split named, and two suites run as a trial at a tiny budget on a miniature
 corpus down to their verdict rows: WMT14's, and NIST's lattice systems from the unsegmented Chinese that
@@ -21,7 +21,7 @@ from bench import gpu_hours
 from recipes import budgets, replicate, verdicts
 from recipes.nist_zhen import corpus as nist_corpus
 
-PAPER_SUITES = ["wmt14_verdict", "wmt17_verdict", "aspec_verdict", "kftt_verdict", "nist_verdict"]
+PAPER_SUITES = ["wmt14_verdict", "wmt17_verdict", "aspec_verdict", "kftt_verdict", "nist_verdict", "iwslt16_verdict"]
 TINY = ["model.preset=tiny", "model.d_model=32", "model.ffn_dim=64", "train.max_tokens=300", "train.update_freq=1",
         "train.valid_every=2", "train.warmup_steps=2", "train.progress=false", "train.threads=1", "train.device=cpu",
         "decode.max_len_a=0", "decode.max_len_b=8"]

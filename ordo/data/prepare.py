@@ -81,6 +81,7 @@ class PrepareConfig:
     max_len: int = 250  # train pairs with a side longer than this many pieces are dropped; 0: no limit
     min_len: int = 1  # train pairs with a side shorter than this many pieces are dropped
     max_len_ratio: float = 3.0  # train pairs whose piece counts differ by more than this factor are dropped; 0: off
+    max_words: int = 0  # train pairs with a side of more than this many words (split on spaces) are dropped; 0: off
     empty_lines: Literal["error", "skip"] = "error"  # an empty line is an error, or skip: drop its pair, count it
     spm_input_sentence_size: int = 2_000_000  # sentences sampled to train SentencePiece (bounds the memory); 0: all
     seed: int = 1  # seed of the sample SentencePiece learns from (and of its own sampling)
@@ -104,6 +105,7 @@ class SplitStats:
     too_long: int = 0  # pairs with a side over max_len (dropped in train, kept elsewhere)
     too_short: int = 0  # train pairs with a side under min_len (dropped)
     bad_ratio: int = 0  # train pairs over max_len_ratio (dropped)
+    too_many_words: int = 0  # pairs with a side over max_words words (dropped in train, kept elsewhere)
     lattice_too_long: int = 0  # pairs whose source lattice has more than lattice.max_edges edges (dropped)
 
 
@@ -141,7 +143,8 @@ def prepare(cfg: PrepareConfig, progress: bool = True) -> DataMeta:
         _encode_split(name, pairs, SourceEncoder(src_vocab, lattice), files[0], tgt_vocab, out, cfg, stats[name],
                       progress)
     if stats["train"].kept == 0:
-        raise InputError(f"{cfg.train_src}: every pair was dropped by the length filters (see max_len, min_len)")
+        raise InputError(f"{cfg.train_src}: every pair was dropped by the length filters (see max_len, min_len, "
+                         "max_words)")
     meta = DataMeta(
         src_lang=cfg.src_lang, tgt_lang=cfg.tgt_lang, joint_vocab=src_vocab is tgt_vocab,
         src_vocab=str(src_vocab.path.relative_to(out)), tgt_vocab=str(tgt_vocab.path.relative_to(out)),
@@ -209,6 +212,8 @@ def check_config(cfg: PrepareConfig) -> None:
                           f"every sentence, not {cfg.spm_input_sentence_size}")
     if 0 < cfg.max_len_ratio < 1:
         raise ConfigError(f"prepare: max_len_ratio must be >= 1 (or 0 for no limit), not {cfg.max_len_ratio}")
+    if cfg.max_words < 0:
+        raise ConfigError(f"prepare: max_words must be >= 0 (0: no limit), not {cfg.max_words}")
     if cfg.lattice.enabled:
         cfg.lattice.check()
         if cfg.reorder_positions:
@@ -407,6 +412,12 @@ def length_problem(src_len: int, tgt_len: int, cfg: PrepareConfig) -> str | None
     return None
 
 
+def too_many_words(src: str, tgt: str, cfg: PrepareConfig) -> bool:
+    """Whether a pair has a side of more than ``cfg.max_words`` words, counted on the text as given (split on
+    whitespace, before any segmentation: the same pairs whatever the vocabulary); never with ``max_words`` 0."""
+    return cfg.max_words > 0 and max(len(src.split()), len(tgt.split())) > cfg.max_words
+
+
 def _encode_split(
     name: str,
     pairs: Iterator[tuple[int, str, str]],
@@ -421,8 +432,8 @@ def _encode_split(
     """Encode ``pairs`` in chunks and write ``{name}.{src,tgt}.{bin,idx,txt}`` (and a lattice corpus's
     ``{name}.field.lattice_{start,end}``) into ``out``.
 
-    Training pairs that fail :func:`length_problem` are dropped; other splits keep every pair and only
-    count the over-long ones. A source lattice over ``lattice.max_edges`` edges drops its pair in every
+    Training pairs over ``max_words`` words (:func:`too_many_words`) or that fail :func:`length_problem` are
+    dropped; other splits keep every pair and only count the over-long ones. A source lattice over ``lattice.max_edges`` edges drops its pair in every
     split (:mod:`ordo.data.source`: a source is never cut). Counts go into ``stats``; ``src_path`` names the
     source file in messages.
     """
@@ -447,6 +458,10 @@ def _encode_split(
                 if source.lattice is not None and len(encoded.ids) > max_edges:
                     stats.lattice_too_long += 1
                     continue
+                if too_many_words(a, b, cfg):
+                    stats.too_many_words += 1
+                    if name == "train":
+                        continue
                 problem = length_problem(encoded.length, len(tgt), cfg)
                 if name != "train" and problem == "too_long":
                     stats.too_long += 1
@@ -474,9 +489,13 @@ def _log_summary(cfg: PrepareConfig, meta: DataMeta, stats: dict[str, SplitStats
                 f", dropped {s.too_long} longer than {cfg.max_len} pieces, {s.too_short} shorter than "
                 f"{cfg.min_len}, {s.bad_ratio} with a length ratio over {cfg.max_len_ratio}"
             )
+            if cfg.max_words:
+                line += f", {s.too_many_words} with a side over {cfg.max_words} words"
         logger.info(line)
         if name != "train" and s.too_long:
             logger.warning("%s: %d pairs longer than %d pieces (kept)", name, s.too_long, cfg.max_len)
+        if name != "train" and s.too_many_words:
+            logger.warning("%s: %d pairs with a side over %d words (kept)", name, s.too_many_words, cfg.max_words)
         if s.lattice_too_long:
             logger.warning("%s: %d pairs skipped: their source lattice has more than lattice.max_edges=%d edges",
                            name, s.lattice_too_long, cfg.lattice.max_edges)

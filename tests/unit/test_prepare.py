@@ -17,6 +17,7 @@ from ordo.config import from_dict
 from ordo.data import corpus as corpus_module
 from ordo.data import prepare as prepare_module
 from ordo.data.corpus import DataMeta, ParallelData, load_vocabs, write_field
+from ordo.data.lattice.corpus import LatticeConfig
 from ordo.data.prepare import PrepareConfig, length_problem, prepare, sample_flags
 from ordo.data.textio import read_lines
 from ordo.data.vocab import train_sentencepiece
@@ -158,6 +159,32 @@ def test_length_and_ratio_filters_drop_the_right_pairs(tmp_path):
     assert read_lines(tmp_path / "data" / "train.src.txt") == kept
     assert meta.splits["train"] == len(kept) < len(sources)
     assert meta.splits["valid"] == 1  # over-long but kept outside train
+
+
+@pytest.mark.parametrize("lattice", [False, True])
+def test_the_word_filter_drops_the_same_training_pairs_whatever_the_segmentation(tmp_path, caplog, lattice):
+    """Paper 002's "either side longer than 50": counted in words of the text as given, so every vocabulary (a
+    1-best system of any size, a lattice of several) keeps the same pairs; other splits keep theirs."""
+    sources, targets = synthetic_pairs(120, seed=5)  # 2-9 words a side
+    long = " ".join(["cat"] * 11)  # 11 words: over max_words 10; 10 words: kept
+    sources[10], targets[20], sources[30] = long, long.title(), " ".join(["dog"] * 10)
+    corpus = {"train_src": write_text(tmp_path / "src", sources), "train_tgt": write_text(tmp_path / "tgt", targets),
+              "valid_src": write_text(tmp_path / "vsrc", [long]), "valid_tgt": write_text(tmp_path / "vtgt", ["x"])}
+    kept = [s for i, s in enumerate(sources) if i not in (10, 20)]
+    section = {"lattice": LatticeConfig(segmenters=["spm:40", "spm:60"])} if lattice else {}
+    for vocab_size in (50, 90):  # two sizes of pieces: more pieces a word in the smaller one, the same pairs
+        cfg = config(corpus, tmp_path / f"data{vocab_size}", max_words=10, max_len=0, max_len_ratio=0,
+                     vocab_size=vocab_size, joint_vocab=False, model_type="bpe", **section)
+        with caplog.at_level(logging.INFO, logger="ordo.data.prepare"):
+            meta = prepare(cfg, progress=False)
+        assert read_lines(tmp_path / f"data{vocab_size}" / "train.src.txt") == kept
+        assert meta.splits["train"] == len(kept) and meta.splits["valid"] == 1
+    assert "2 with a side over 10 words" in caplog.text
+    assert "valid: 1 pairs with a side over 10 words (kept)" in caplog.text
+    assert prepare_module.too_many_words("a b", " ".join("x" * 9), PrepareConfig(max_words=8))
+    assert not prepare_module.too_many_words(long, long, PrepareConfig())  # 0: off
+    with pytest.raises(ConfigError, match="max_words must be >= 0"):
+        prepare(config(corpus, tmp_path / "bad", max_words=-1), progress=False)
 
 
 def test_separate_vocabularies(tiny_corpus, tmp_path):
