@@ -186,7 +186,8 @@ def test_translate_with_beam_zero_is_refused_naming_the_setting(trained_run, tmp
         api.load_run(trained_run, "last").translate(["a b"], beam_size=0)
 
 
-@pytest.mark.parametrize("content", [b"not gzip at all\n", gzip.compress(b"a b c\n" * 300)[:-20]])
+@pytest.mark.parametrize("content", [b"not gzip at all\n", gzip.compress(b"a b c\n" * 300, mtime=0)[:-20]],
+                         ids=["not_gzip", "truncated_gzip"])
 def test_a_broken_gz_is_one_error_line_naming_the_file(tmp_path, capsys, content):
     (tmp_path / "hyp.txt").write_text("a b c\n")
     (tmp_path / "ref.txt.gz").write_bytes(content)
