@@ -270,13 +270,17 @@ def products_child(presets: list[str], vocab: int, result: str) -> None:
 
 
 def auto_choice(x: Any, weight: Any, bias: Any) -> str:
-    """The backend ``cpu_gemm: auto`` chooses in decoding for the product x W^T + b (tensors): the product
-    repeated, timed by ``ordo.gemm.KeyTiming`` as a translation's products are, until its key is decided."""
+    """The backend ``cpu_gemm: auto`` chooses in decoding for the product x W^T + b (tensors): for a beam's rows the
+    product repeated, timed by ``ordo.gemm.KeyTiming`` as a translation's products are, until its key is decided;
+    above them the training rule's backend, untimed."""
     import torch
 
     from ordo import gemm
 
-    key = (weight.size(0), weight.size(1), gemm.row_bucket(x.size(0)), torch.get_num_threads())
+    rows = x.size(0)
+    if rows > gemm.SMALL_ROW_BUCKET:
+        return f"{gemm.resolve('auto')} (the rule)"
+    key = (weight.size(0), weight.size(1), rows, torch.get_num_threads())
     gemm._choices.pop(key, None)
     with gemm.cpu_gemm("auto", timed=True), torch.inference_mode():
         while key not in gemm._choices:
@@ -352,7 +356,8 @@ def cpu_lines() -> list[str]:
            f"{info.get('model', '?')}), {os.cpu_count()} logical CPUs; vector extensions: {found}; PyTorch "
            f"{torch.__version__}, kernels {torch.backends.cpu.get_cpu_capability()}")
     auto = (f"`cpu_gemm: auto` resolves here to {gemm.resolve('auto')} in training ({gemm.auto_reason()}); in "
-            f"decoding it times both backends per product shape and row bucket (the per-product table)")
+            f"decoding it times both backends per product shape for a beam's rows (up to {gemm.SMALL_ROW_BUCKET}) "
+            "and keeps the rule above (the per-product table)")
     return [cpu, auto]
 
 

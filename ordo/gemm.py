@@ -23,16 +23,17 @@ Decoding (``auto`` in a :func:`cpu_gemm` block opened with ``timed=True`` that n
 ``ordo translate``, ``ordo serve`` and the API's translate open it): which backend is faster for a product
 depends on its shape and row count in a way no rule on the CPU's flags captures. oneDNN's packed weights win
 for a few rows of a wide layer (the output projection of a beam's rows most of all) and lose to BLAS by a
-fixed overhead per call on narrow layers and single rows; for thousands of rows the two are level. So each
-(weight shape, row bucket) key is timed on its own products (:class:`KeyTiming`): on the rule's backend until they
-have taken :func:`timing_after` (a key used a few times would not pay its timing back), then a few of one of its
-weights on the other backend, and the faster per row is kept for the rest of the process: the rule's backend
-unless the other is faster by :func:`timing_margin`. No product runs twice, so the timing costs the slower
-backend's few products, and oneDNN's kernel for the shape; a key whose products BLAS finishes faster than oneDNN
-can run any product (:func:`onednn_floor`) keeps BLAS untried. Row buckets are powers of two (:func:`row_bucket`),
-and a oneDNN product without gradients pads its rows (:func:`inference_rows`), since oneDNN builds a kernel for
-each row count it meets (:func:`_onednn_inference`). A key that chose BLAS drops the packed weights its trials
-made.
+fixed overhead per call on narrow layers and single rows. So each key (weight shape, row count up to
+:data:`SMALL_ROW_BUCKET`: a beam's rows) is timed on its own products (:class:`KeyTiming`): on the rule's backend
+until they have taken :data:`TIMING_AFTER_S` (a key used a few times would not pay its timing back), then a few of
+one of its weights on the other backend, and the faster per row is kept for the rest of the process: the rule's
+backend unless the other is faster by :data:`TIMING_MARGIN`. No product runs twice, so the timing costs the
+slower backend's few products, and oneDNN's kernel for the shape; a key whose products BLAS finishes faster than
+oneDNN can run any product (:func:`onednn_floor`) keeps BLAS untried. A key that chose BLAS drops the packed
+weights its trials made. Products of more rows (a file's batch of beams) keep the rule's backend untimed: there
+the two backends were level or BLAS ahead where the rule is BLAS (``bench/results/cpu_defaults.md``), while a
+oneDNN choice builds a kernel for each row count the batch meets as its sentences finish, and the timing of
+those many rarely repeated counts cost more than it could win (auto trailed BLAS by 6-16% on a whole file).
 Once a key is decided, a product of its shape and row count finds its backend by one lookup (:func:`linear`): a
 decoding step of the tiny preset is a few dozen products of about 10 us each, so the checks and the key of a
 product must cost little beside them.
@@ -61,7 +62,6 @@ import functools
 import platform
 import time
 import weakref
-from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -75,7 +75,7 @@ from ordo.errors import ConfigError
 
 _active: str = "blas"  # the resolved backend inside the innermost :func:`cpu_gemm` context
 _timed: bool = False  # whether that block chooses per product by timing (module docstring)
-# (out features, in features, row bucket, threads) -> the faster backend, timed once per process
+# (out features, in features, rows, threads) -> the faster backend, timed once per process
 _choices: dict[tuple[int, int, int, int], str] = {}
 _floors: dict[int, float] = {}  # threads -> oneDNN's least seconds per product (onednn_floor)
 _timings: dict[tuple[int, int, int, int], KeyTiming] = {}  # the keys still being timed
@@ -90,12 +90,10 @@ _packed_frozen: dict[int, tuple[weakref.ref, int | None, torch.Tensor]] = {}
 PACK_ROWS = 8  # the row count oneDNN is told to expect when packing (the layout it picks serves any count)
 ROW_BUCKET = 128  # bf16 training products on a CPU see row counts that are multiples of this (module docstring)
 SMALL_ROW_BUCKET = 16  # ... or, up to ROW_BUCKET rows (an RNN's time step), multiples of this
-TIMING_MARGIN = 0.05  # a timed choice leaves the rule's backend only for one faster by this share ...
-WIDE_TIMING_MARGIN = 0.2  # ... and above SMALL_ROW_BUCKET rows by this one (timing_margin)
-TRIAL_RUNS = 2  # timed products of a key on each backend that decide it (KeyTiming)
+TIMING_MARGIN = 0.05  # a timed choice leaves the rule's backend only for one faster by this share
+TRIAL_RUNS = 3  # timed products of a key on the other backend that decide it (KeyTiming)
 FLOOR_RUNS = 5  # timed products of onednn_floor's, after one untimed
-TIMING_AFTER_S = 0.01  # a key is timed once its products have taken this long on the rule's backend ...
-FEW_ROWS_TIMING_AFTER_S = 0.002  # ... or this long, for up to SMALL_ROW_BUCKET rows (timing_after)
+TIMING_AFTER_S = 0.002  # a key is tried on the other backend once its products have taken this long on the rule's
 
 
 @functools.cache
@@ -243,11 +241,11 @@ def inference_rows(rows: int) -> int:
     """The row count a oneDNN product without gradients runs at (:func:`_onednn_inference`): up to
     :data:`SMALL_ROW_BUCKET` rows (a beam of one sentence) as they are, since there are few such counts and
     padding would multiply the work of the few rows where oneDNN wins most; above, rounded up to a multiple of
-    SMALL_ROW_BUCKET or of a sixteenth of :func:`row_bucket`, whichever is larger (15 counts up to 256 rows,
-    then 8 per doubling)."""
+    SMALL_ROW_BUCKET or of a sixteenth of the power of two at or above ``rows``, whichever is larger (15 counts up
+    to 256 rows, then 8 per doubling)."""
     if rows <= SMALL_ROW_BUCKET:
         return rows
-    step = max(SMALL_ROW_BUCKET, row_bucket(rows) // 16)
+    step = max(SMALL_ROW_BUCKET, (1 << (rows - 1).bit_length()) // 16)
     return -(-rows // step) * step
 
 
@@ -296,35 +294,12 @@ def _has_packed(weight: torch.Tensor) -> bool:
     return (entry is not None and entry[0]() is weight) or (_packed_weights is not None and weight in _packed_weights)
 
 
-def row_bucket(rows: int) -> int:
-    """The bucket of a product's row count for :class:`KeyTiming`: ``rows`` itself up to
-    :data:`SMALL_ROW_BUCKET` (a fixed cost per call weighs most there, so products of other counts would not
-    compare per row), else the power of two at or above ``rows``."""
-    return rows if rows <= SMALL_ROW_BUCKET else 1 << (rows - 1).bit_length()
-
-
-def pick(blas_seconds: float, onednn_seconds: float, preferred: str, margin: float = TIMING_MARGIN) -> str:
+def pick(blas_seconds: float, onednn_seconds: float, preferred: str) -> str:
     """The backend a timed choice keeps: ``preferred`` (the rule's) unless the other took less by more than
-    ``margin`` of its time."""
+    :data:`TIMING_MARGIN` of its time."""
     if preferred == "onednn":
-        return "blas" if blas_seconds < onednn_seconds * (1 - margin) else "onednn"
-    return "onednn" if onednn_seconds < blas_seconds * (1 - margin) else "blas"
-
-
-def timing_margin(rows: int) -> float:
-    """The share by which a timed choice for a product of ``rows`` rows must be faster to leave the rule's
-    backend: :data:`TIMING_MARGIN` up to :data:`SMALL_ROW_BUCKET` rows, :data:`WIDE_TIMING_MARGIN` above, where
-    oneDNN, once chosen for a row bucket, builds a kernel for each padded count the bucket meets
-    (:func:`inference_rows`), a cost the timing at one count does not see."""
-    return TIMING_MARGIN if rows <= SMALL_ROW_BUCKET else WIDE_TIMING_MARGIN
-
-
-def timing_after(rows: int) -> float:
-    """Seconds the products of a key of ``rows`` rows take on the rule's backend before the key is timed:
-    :data:`FEW_ROWS_TIMING_AFTER_S` up to :data:`SMALL_ROW_BUCKET` rows (a beam of one sentence, the rows of
-    every step of a server's requests, where oneDNN gains most and its kernels are few),
-    :data:`TIMING_AFTER_S` above."""
-    return FEW_ROWS_TIMING_AFTER_S if rows <= SMALL_ROW_BUCKET else TIMING_AFTER_S
+        return "blas" if blas_seconds < onednn_seconds * (1 - TIMING_MARGIN) else "onednn"
+    return "onednn" if onednn_seconds < blas_seconds * (1 - TIMING_MARGIN) else "blas"
 
 
 def onednn_floor() -> float:
@@ -349,17 +324,19 @@ def _seconds(call: Callable[[], object]) -> float:
 
 @dataclass
 class KeyTiming:
-    """The timing of one key (weight shape, row bucket, threads) in decoding, on its real products: first on the
-    rule's backend (``rule``) until they have taken :func:`timing_after`, then those of one of its weights on the
-    other until :data:`TRIAL_RUNS` of them are timed (:meth:`record`: not its first, nor one that packed a weight); then
-    :func:`pick` with :func:`timing_margin` decides. No product is run twice for the timing, so it costs only
+    """The timing of one key (weight shape, rows, threads) in decoding, on its real products: first on the rule's
+    backend (``rule``) until they have taken :data:`TIMING_AFTER_S`, then those of one of its weights on the other
+    until :data:`TRIAL_RUNS` of them are timed (:meth:`record`: not its first, nor one that packed a weight); then
+    :func:`pick` decides on each backend's least seconds per row. Other work only slows a product down, so the
+    least time is the backend's own: the rule's backend, timed on every product until the trial, is judged on
+    more of them than the other and keeps a near tie. No product is run twice for the timing, so it costs only
     the other backend's few products where it is the slower, and oneDNN's packing and kernel for the shape."""
 
     rule: str
     spent: float = 0.0  # seconds the key's products have taken on the rule's backend
+    rule_per_row: float = float("inf")  # the rule's least seconds per row so far
     trial_products: int = 0  # products run on the other backend so far ...
     trial_samples: int = 0  # ... of which timed: neither the first (a kernel to build) nor one that packed
-    recent: deque[float] = field(default_factory=lambda: deque(maxlen=TRIAL_RUNS))  # the rule's last s/row
     other_per_row: float = float("inf")  # the other backend's least seconds per row in the trial
     packed: list[weakref.ref] = field(default_factory=list)  # weights its oneDNN products packed first
     trial_weight: weakref.ref | None = None  # the one weight the other backend's trial runs on
@@ -369,12 +346,12 @@ class KeyTiming:
         """The backend the rule's is timed against."""
         return "blas" if self.rule == "onednn" else "onednn"
 
-    def backend(self, rows: int, weight: torch.Tensor) -> str:
-        """The backend the key's next product of ``rows`` rows by ``weight`` runs on: the other backend's trial
-        runs on one weight of the key (the first its trial meets), the key's other weights (the layers of its
-        shape) stay on the rule's backend, so a trial that BLAS wins packs one weight for oneDNN, not one per
-        layer: the packed copies of a trial are memory the process holds until the choice (its peak)."""
-        if not (self.trial_products or (self.recent and self.spent >= timing_after(rows))):
+    def backend(self, weight: torch.Tensor) -> str:
+        """The backend the key's next product by ``weight`` runs on: the other backend's trial runs on one weight
+        of the key (the first its trial meets), the key's other weights (the layers of its shape) stay on the
+        rule's backend, so a trial that BLAS wins packs one weight for oneDNN, not one per layer: the packed
+        copies of a trial are memory the process holds until the choice (its peak)."""
+        if not (self.trial_products or (self.rule_per_row < float("inf") and self.spent >= TIMING_AFTER_S)):
             return self.rule
         trial_weight = self.trial_weight() if self.trial_weight is not None else None
         if trial_weight is None:  # the trial's first product, or its weight is gone
@@ -385,18 +362,17 @@ class KeyTiming:
     def record(self, backend: str, seconds: float, rows: int, packed: bool) -> str | None:
         """Count a product of ``rows`` rows that took ``seconds`` on ``backend`` (``packed``: it packed its
         weight for oneDNN first, so its time is not the product's: the layers of one shape are one key, and each
-        weight is packed at its first oneDNN product); the key's choice once it is made, from the least seconds
-        per row of the rule's last :data:`TRIAL_RUNS` products and of as many trial products (neither side
-        favoured by its count); BLAS at once where the rule is BLAS and a product of the key took less than
-        :func:`onednn_floor` (other work only slows a product down, so one fast product is proof enough: most of
-        a small model's keys are decided at their first product, and the timing's bookkeeping stops there)."""
+        weight is packed at its first oneDNN product); the key's choice once it is made (class docstring); BLAS
+        at once where the rule is BLAS and a product of the key took less than :func:`onednn_floor` (one fast
+        product is proof enough: most of a small model's keys are decided at their first product, and the
+        timing's bookkeeping stops there)."""
         if backend == self.rule:
             if packed:
                 return None
             if self.rule == "blas" and seconds < onednn_floor():
                 return "blas"
             self.spent += seconds
-            self.recent.append(seconds / rows)
+            self.rule_per_row = min(self.rule_per_row, seconds / rows)
             return None
         self.trial_products += 1
         if packed or self.trial_products == 1:
@@ -405,8 +381,8 @@ class KeyTiming:
         self.other_per_row = min(self.other_per_row, seconds / rows)
         if self.trial_samples < TRIAL_RUNS:
             return None
-        per_row = {self.rule: min(self.recent), self.other: self.other_per_row}
-        return pick(per_row["blas"], per_row["onednn"], self.rule, timing_margin(rows))
+        per_row = {self.rule: self.rule_per_row, self.other: self.other_per_row}
+        return pick(per_row["blas"], per_row["onednn"], self.rule)
 
 
 def _product(backend: str, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
@@ -415,16 +391,18 @@ def _product(backend: str, x: torch.Tensor, weight: torch.Tensor, bias: torch.Te
 
 
 def _timed_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, rows: int) -> torch.Tensor:
-    """x W^T + b (``rows`` rows) on the backend chosen for its key (weight shape, row bucket, threads), which its
-    products time until the choice is made (:class:`KeyTiming`); a weight packed only for the timing is let go
-    if BLAS wins. A decided key's backend is kept for :func:`linear`'s fast path under the exact row count."""
-    key = (weight.size(0), weight.size(1), row_bucket(rows), torch.get_num_threads())
+    """x W^T + b (``rows`` rows, at most :data:`SMALL_ROW_BUCKET`) on the backend chosen for its key (weight
+    shape, rows, threads), which its products time until the choice is made (:class:`KeyTiming`); a weight packed
+    only for the timing is let go if BLAS wins. A decided key's backend is kept for :func:`linear`'s fast path."""
+    key = (weight.size(0), weight.size(1), rows, torch.get_num_threads())
     choice = _choices.get(key)
     if choice is not None:
         _decided[weight.shape, rows] = choice
         return _product(choice, x, weight, bias)
-    timing = _timings.setdefault(key, KeyTiming(_active))
-    backend = timing.backend(rows, weight)
+    timing = _timings.get(key)
+    if timing is None:
+        timing = _timings[key] = KeyTiming(_active)
+    backend = timing.backend(weight)
     packs = backend == "onednn" and not _has_packed(weight)
     if packs:
         timing.packed.append(weakref.ref(weight))
@@ -492,15 +470,15 @@ def _bucketed_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor |
 
 def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
     """``F.linear(x, weight, bias)`` = x W^T + b on the active backend (oneDNN or torch's path, or the one timed
-    faster for its shape); in bf16 training on a CPU with the rows padded to :func:`bucketed_rows` (module
-    docstring)."""
+    faster for its shape and a beam's rows); in bf16 training on a CPU with the rows padded to
+    :func:`bucketed_rows` (module docstring)."""
     if (_timed and x.is_cpu and x.dtype == torch.float32 and weight.dtype == torch.float32
             and not torch.is_grad_enabled()):
         rows = x.numel() // max(x.shape[-1], 1)
         choice = _decided.get((weight.shape, rows))
         if choice is not None:
             return _product(choice, x, weight, bias)
-        if _timeable(x, weight, bias):
+        if rows <= SMALL_ROW_BUCKET and _timeable(x, weight, bias):
             return _timed_linear(x, weight, bias, rows)
     if not _use_onednn(x, weight):
         if torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad) and buckets_rows(x):

@@ -12,7 +12,8 @@ The runs before issue 40 lie in ``CORPUS/first_pass`` (mixed commits and machine
 :func:`write_tables` scores them: BLEU of every seed and the test over seeds of :mod:`ordo.evaluation.seeds` (the
 mean gain, its 95% interval and p, the minimum detectable gain, the seeds per side that detect the claim's
 ``paper_gain``, sacreBLEU's paired bootstrap p over the pooled seeds beside it, and the verdict word), written
-to bench/results/verdicts.md and in place in bench/RESULTS.md; the same test on RIBES
+to bench/results/verdicts.md, with a summary (both gains, the verdict) in bench/results/verdicts_summary.md and
+in place in bench/RESULTS.md; the same test on RIBES
 (bench/results/verdicts_ribes.md); a table of every finished run (bench/results/verdicts_runs.md); and, where a
 corpus has ``bench/results/hyps/CORPUS/test.align`` (the prepared test split's eflomal links), BLEU and RIBES per third of
 the test pairs by alignment τ (:func:`ordo.evaluation.order.difficulty_buckets`), averaged over seeds, with the
@@ -376,6 +377,24 @@ def claim_row(comparison: Comparison) -> list[str]:
     return [*cells, *verdict_cells(comparison, seed_bleu_metric(comparison.tokenized))]
 
 
+SUMMARY_HEADER = ["paper", "comparison", "paper's gain", "corpus", "set", "seeds (base / system)",
+                  "BLEU gain [95% interval]", "RIBES gain [95% interval]", "verdict"]
+
+
+def summary_row(comparison: Comparison) -> list[str]:
+    """One row of the summary (:data:`SUMMARY_HEADER`): the claim's comparison and paper's gain, the seeds of each
+    side, the mean BLEU and RIBES gains with their 95% intervals (:func:`test_cells`) and the BLEU verdict
+    (:func:`verdict_cells`)."""
+    claim = comparison.claim
+    bleu = verdict_cells(comparison, seed_bleu_metric(comparison.tokenized))
+    ribes = (verdict_cells(comparison, ribes_metric(comparison.tokenized), against_paper=False)
+             if comparison.testable and not comparison.refusal else ["-"])
+    gain = claim.get("paper_gain")
+    return [claim["paper"], f"{claim['system']} vs {claim['baseline']}", "-" if gain is None else f"{gain:+.2f}",
+            claim["corpus"], set_label(comparison.folder), f"{len(comparison.base)} / {len(comparison.system)}",
+            bleu[0], ribes[0], bleu[-1]]
+
+
 RIBES_HEADER = ["paper", "comparison", "corpus", "set", "RIBES by seed (system)", *TEST_HEADER,
                 "verdict on word order"]
 
@@ -632,12 +651,15 @@ def write_figures(comparisons: list[Comparison], hyps_root: Path, corpora: Corpu
 
 def write_tables(claims: list[dict], hyps_root: Path, corpora: CorpusFolders, out: Path, results: Path | None
                  ) -> None:
-    """The verdicts table of every claim in each of its sets, the table of every finished run, the verdicts on
-    RIBES and the table by reordering difficulty, printed, written to ``out`` and beside it (``_runs``,
-    ``_ribes``, ``_order``), and but for the runs' table (which grows with every seed) put in place in
+    """The verdicts table of every claim in each of its sets, its summary (the comparisons with runs), the table
+    of every finished run, the verdicts on RIBES and the table by reordering difficulty, printed, written to
+    ``out`` and beside it (``_summary``, ``_runs``, ``_ribes``, ``_order``), the summary also put in place in
     ``results`` (None: nowhere else); the figures of :func:`write_figures` in ``figures/`` beside ``out``."""
     comparisons = comparisons_of(claims, hyps_root, corpora)
-    tables = {out: markdown_table(HEADER, [claim_row(comparison) for comparison in comparisons])}
+    summary_path = out.with_name(f"{out.stem}_summary.md")
+    summary = [summary_row(comparison) for comparison in comparisons if comparison.base or comparison.system]
+    tables = {summary_path: markdown_table(SUMMARY_HEADER, summary),
+              out: markdown_table(HEADER, [claim_row(comparison) for comparison in comparisons])}
     names = dict.fromkeys(claim["corpus"] for claim in claims)
     runs = [row for corpus in names for row in run_rows(corpus, claims, hyps_root, corpora)]
     runs_path = out.with_name(f"{out.stem}_runs.md")
@@ -653,7 +675,7 @@ def write_tables(claims: list[dict], hyps_root: Path, corpora: CorpusFolders, ou
     for path, table in tables.items():
         with atomic_write(path) as handle:
             handle.write(table)
-        if results is not None and path != runs_path:
+        if results is not None and path == summary_path:
             document = replace_table(results.read_text(encoding="utf-8"), table, results)
             with atomic_write(results) as handle:
                 handle.write(document)

@@ -4,6 +4,7 @@ still needed and the queue that runs them."""
 
 import dataclasses
 import gzip
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -108,25 +109,38 @@ def test_the_runs_table_lists_every_seed_against_the_same_seed_of_its_comparison
     assert rows[0][5] == "-" and rows[2][5] == "-" and rows[2][7:] == ["-", "-", "-", "-"]
 
 
-def test_the_tables_go_into_the_results_document_but_the_runs_table_only_beside_the_verdicts(tmp_path):
+def test_only_the_summary_goes_into_the_results_document_and_every_table_beside_the_verdicts(tmp_path):
     refs = ROTATIONS * 2
     write_refs(tmp_path / "data", refs)
     hyps = tmp_path / "hyps" / "multi30k" / SET
     for seed in (1, 2):
         write_hyps(hyps, "baseline", seed, [" ".join(r.split()[:-seed]) for r in refs])
         write_hyps(hyps, "exgre", seed, [*refs[:-seed], *(" ".join(reversed(r.split())) for r in refs[-seed:])])
-    claims = [{"paper": "p", "claim": "c", "corpus": "multi30k", "baseline": "baseline", "system": "exgre"}]
+    claims = [{"paper": "p", "claim": "c", "corpus": "multi30k", "baseline": "baseline", "system": "exgre",
+               "paper_gain": 0.75},
+              {"paper": "q", "claim": "not run", "corpus": "small_parallel_enja", "baseline": "baseline",
+               "system": "refsr"}]
     header = {name: markdown_table(columns, []).splitlines()[0] for name, columns in
-              (("verdicts", verdicts.HEADER), ("ribes", verdicts.RIBES_HEADER), ("runs", verdicts.RUNS_HEADER))}
+              (("summary", verdicts.SUMMARY_HEADER), ("verdicts", verdicts.HEADER),
+               ("ribes", verdicts.RIBES_HEADER), ("runs", verdicts.RUNS_HEADER))}
     results = tmp_path / "RESULTS.md"
     old_rows = "| old | rows |\n"
-    results.write_text(f"# r\n\n{header['verdicts']}\n{old_rows}\n{header['ribes']}\n{old_rows}")
+    results.write_text(f"# r\n\n{header['summary']}\n{old_rows}\nthe rest\n")
     out = tmp_path / "tables" / "verdicts.md"
     verdicts.write_tables(claims, tmp_path / "hyps", corpora(tmp_path), out, results)
     document = results.read_text()
-    assert old_rows not in document and "| exgre vs baseline |" in document  # both tables replaced in place
-    assert header["runs"] not in document  # it grows with every seed: beside the verdicts only
-    assert header["runs"] in (out.parent / "verdicts_runs.md").read_text()
+    row = next(line for line in document.splitlines() if line.startswith("| p |"))
+    cells = [cell.strip() for cell in row.strip("|").split("|")]
+    assert old_rows not in document and document.endswith("\nthe rest\n")  # replaced in place
+    assert cells[1:6] == ["exgre vs baseline", "+0.75", "multi30k", SET, "2 / 2"]
+    assert all(re.fullmatch(r"[+-]\d+\.\d\d \[[+-]\d+\.\d\d, [+-]\d+\.\d\d\]", cell) for cell in cells[6:8])
+    assert cells[6] != cells[7] and cells[8] in ("gain", "loss", "paper's gain ruled out", "inconclusive")
+    assert "| q |" not in document and "| q |" in (out.parent / "verdicts.md").read_text(), "runs, or no summary row"
+    for name in ("verdicts", "ribes", "runs"):  # the full tables stay beside the verdicts
+        assert header[name] not in document
+    for name, path in (("summary", "verdicts_summary.md"), ("verdicts", "verdicts.md"), ("ribes", "verdicts_ribes.md"),
+                       ("runs", "verdicts_runs.md")):
+        assert (out.parent / path).read_text().startswith(header[name]), name
 
 
 def test_every_claim_names_systems_of_its_corpus_verdict_suite():
