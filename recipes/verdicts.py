@@ -264,6 +264,7 @@ class Comparison:
     base_bleu: dict[int, float]
     system_bleu: dict[int, float]
     folder: Path
+    results: dict[tuple[str, bool], SeedComparison] = field(default_factory=dict, repr=False)  # result()'s, by metric
 
     @property
     def label(self) -> str:
@@ -298,11 +299,16 @@ class Comparison:
     def result(self, metric: SeedMetric, against_paper: bool = True) -> SeedComparison:
         """The two systems' seeds compared in ``metric`` (:func:`ordo.evaluation.seeds.compare_seeds`), against
         the claim's ``paper_gain`` where ``against_paper`` (a BLEU gain: no yardstick for another metric), the
-        seeds both have first so that the bootstrap over test sentences pools runs of the same seed."""
-        base_seeds, system_seeds = ([*self.common, *sorted(set(runs) - set(self.common))]
-                                    for runs in (self.base, self.system))
-        return compare_seeds([self.base[s] for s in base_seeds], [self.system[s] for s in system_seeds], self.refs,
-                             metric, self.claim.get("paper_gain") if against_paper else None)
+        seeds both have first so that the bootstrap over test sentences pools runs of the same seed; computed once
+        per metric (the tables and the figures read the same result)."""
+        key = (metric.name, against_paper)
+        if key not in self.results:
+            base_seeds, system_seeds = ([*self.common, *sorted(set(runs) - set(self.common))]
+                                        for runs in (self.base, self.system))
+            self.results[key] = compare_seeds([self.base[s] for s in base_seeds],
+                                              [self.system[s] for s in system_seeds], self.refs, metric,
+                                              self.claim.get("paper_gain") if against_paper else None)
+        return self.results[key]
 
 
 def compare(claim: dict, folder: Path, corpora: CorpusFolders) -> Comparison:

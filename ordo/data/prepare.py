@@ -433,9 +433,9 @@ def _encode_split(
     ``{name}.field.lattice_{start,end}``) into ``out``.
 
     Training pairs over ``max_words`` words (:func:`too_many_words`) or that fail :func:`length_problem` are
-    dropped; other splits keep every pair and only count the over-long ones. A source lattice over ``lattice.max_edges`` edges drops its pair in every
-    split (:mod:`ordo.data.source`: a source is never cut). Counts go into ``stats``; ``src_path`` names the
-    source file in messages.
+    dropped; other splits keep every pair and only count the over-long ones. A source lattice over
+    ``lattice.max_edges`` edges drops its pair in every split (:mod:`ordo.data.source`: a source is never cut).
+    Counts go into ``stats``; ``src_path`` names the source file in messages.
     """
     total = stats.pairs - stats.empty
     max_edges = cfg.lattice.max_edges
