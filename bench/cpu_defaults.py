@@ -28,7 +28,9 @@ of its own (not copied from the backend it resolves to). The report gives each f
 round's (other work on the machine only slows a run down), and ``auto`` against the better of blas and onednn
 (speed: auto / best; memory: auto / lowest), from the best rounds and round by round: a round runs the three
 back to back, so the median of its ratios is the figure a slow spell of the machine (other virtual machines on
-a shared host) disturbs least; ``auto`` is marked behind where that median trails by more than 5%.
+a shared host) disturbs least; ``auto`` is marked behind where the 95% interval of the rounds' mean ratio lies
+wholly more than 5% behind, level where none of it does, and unsettled (with the rounds that would settle it)
+between.
 ``--decode-rounds`` gives the beam search more rounds than training (its runs are short, and cheap).
 
 ``--pause FILE``: process-group ids, one a line, that are stopped (SIGSTOP) for each measured process and
@@ -45,6 +47,7 @@ import argparse
 import contextlib
 import functools
 import json
+import math
 import os
 import shlex
 import shutil
@@ -58,6 +61,8 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from scipy import stats
 
 if not __package__:  # run as `python bench/NAME.py`: the repository root, not bench/, first on the path
     sys.path[0] = str(Path(__file__).resolve().parents[1])
@@ -381,12 +386,36 @@ def auto_against_best(figures: dict[str, Figures], name: str, higher_is_better: 
     return f"{bests['auto'] / best:.2f}"
 
 
+def ratio_verdict(ratios: Sequence[float], higher_is_better: bool) -> str:
+    """Whether auto trails the better backend by more than :data:`NOISE`, from the rounds' ``ratios`` (auto / best):
+    their geometric mean and its 95% t-interval (over the logarithms: a ratio and its inverse weigh alike), and
+    **behind** where the whole interval trails by more than NOISE, ``level`` where none of it does, else
+    ``unsettled``, with the rounds at this spread that would put the interval on one side of the line."""
+    if len(ratios) < 2:
+        return "one round: no interval"
+    logs = [math.log(ratio) for ratio in ratios]
+    centre, spread = statistics.fmean(logs), statistics.stdev(logs)
+    half = float(stats.t.ppf(0.975, len(logs) - 1)) * spread / math.sqrt(len(logs))
+    low, high = math.exp(centre - half), math.exp(centre + half)
+    line = math.log(1 - NOISE) if higher_is_better else math.log(1 + NOISE)
+    trails = (lambda log_ratio: log_ratio < line) if higher_is_better else (lambda log_ratio: log_ratio > line)
+    interval = f"mean {math.exp(centre):.2f} (95% CI {low:.2f}-{high:.2f})"
+    if trails(centre + half) and trails(centre - half):
+        return f"{interval} **behind**"
+    if not trails(centre + half) and not trails(centre - half):
+        return f"{interval} level"
+    distance = abs(centre - line)
+    needed = math.ceil((1.96 * spread / distance) ** 2) if distance > 0 else None
+    more = f"about {needed} rounds would settle it" if needed and needed <= 100 else "it sits on the line"
+    return f"{interval} unsettled: {more}"
+
+
 def auto_per_round(figures: dict[str, Figures], name: str, higher_is_better: bool, same_code: str | None) -> str:
     """In each round, ``auto``'s figure over the better of blas's and onednn's in the same round (the three ran
-    back to back, so a slow spell of the machine touches them alike): the median and range of those ratios,
-    marked **behind** where the median trails by more than :data:`NOISE` (memory: exceeds by more). Where auto
-    runs the code of a fixed backend (``same_code``: training, whose rule picks one backend per CPU), its ratio
-    to that backend is the machine's noise, and is said to be."""
+    back to back, so a slow spell of the machine touches them alike): the median and range of those ratios, and
+    whether auto is behind by more than :data:`NOISE` (memory: above by more) by :func:`ratio_verdict`. Where
+    auto runs the code of a fixed backend (``same_code``: training, whose rule picks one backend per CPU), its
+    ratio to that backend is the machine's noise, and is said to be."""
     rounds = zip(*(getattr(figures[backend], name) for backend in ("blas", "onednn", "auto")))
     better = max if higher_is_better else min
     ratios = sorted(auto / better(blas, onednn) for blas, onednn, auto in rounds)
@@ -394,8 +423,7 @@ def auto_per_round(figures: dict[str, Figures], name: str, higher_is_better: boo
     spread = f" [{ratios[0]:.2f}-{ratios[-1]:.2f}]" if len(ratios) > 1 else ""
     if same_code:
         return f"{median:.2f}{spread} (auto trains on {same_code} here: the same code, so this is noise)"
-    behind = median < 1 - NOISE if higher_is_better else median > 1 + NOISE
-    return f"{median:.2f}{spread}{' **behind**' if behind else ''}"
+    return f"{median:.2f}{spread}; {ratio_verdict(ratios, higher_is_better)}"
 
 
 FIGURES = (("train_rate", "train tgt tok/s", "{:,.0f}", True), ("train_mb", "train peak MB", "{:,.0f}", False),
@@ -467,7 +495,8 @@ def report(args: argparse.Namespace, command: str, tables: list[str], started: s
                f"call and the first {args.single} one at a time, by each preset's barely trained model (hypotheses "
                f"to the length limit). auto / best: auto's figure over the better of blas and onednn (memory: over "
                f"the lower), from each one's best round, and round by round (the backends of a round run back to "
-               f"back): the median ratio [range], **behind** where the median trails by more than {NOISE:.0%}. "
+               f"back): the median ratio [range], and the geometric mean with its 95% interval: **behind** where "
+               f"the whole interval trails by more than {NOISE:.0%}, level where none of it does, else unsettled. "
                f"Load average at the start {started}, at the end {load_average()}.")
     return "\n".join(["## CPU defaults: cpu_gemm blas, onednn and auto per preset", "", f"command: `{command}`", "",
                       *cpu_lines(), "", setting, "", *tables])

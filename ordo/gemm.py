@@ -60,8 +60,10 @@ from __future__ import annotations
 import contextlib
 import functools
 import platform
+import statistics
 import time
 import weakref
+from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -92,6 +94,7 @@ ROW_BUCKET = 128  # bf16 training products on a CPU see row counts that are mult
 SMALL_ROW_BUCKET = 16  # ... or, up to ROW_BUCKET rows (an RNN's time step), multiples of this
 TIMING_MARGIN = 0.05  # a timed choice leaves the rule's backend only for one faster by this share
 TRIAL_RUNS = 3  # timed products of a key on the other backend that decide it (KeyTiming)
+RULE_RUNS = 8  # the rule's latest timed products of a key that a choice judges it on (KeyTiming)
 FLOOR_RUNS = 5  # timed products of onednn_floor's, after one untimed
 TIMING_AFTER_S = 0.002  # a key is tried on the other backend once its products have taken this long on the rule's
 
@@ -327,17 +330,19 @@ class KeyTiming:
     """The timing of one key (weight shape, rows, threads) in decoding, on its real products: first on the rule's
     backend (``rule``) until they have taken :data:`TIMING_AFTER_S`, then those of one of its weights on the other
     until :data:`TRIAL_RUNS` of them are timed (:meth:`record`: not its first, nor one that packed a weight); then
-    :func:`pick` decides on each backend's least seconds per row. Other work only slows a product down, so the
-    least time is the backend's own: the rule's backend, timed on every product until the trial, is judged on
-    more of them than the other and keeps a near tie. No product is run twice for the timing, so it costs only
-    the other backend's few products where it is the slower, and oneDNN's packing and kernel for the shape."""
+    :func:`pick` decides on each backend's median seconds per row: the other's over its trial, the rule's over
+    its latest :data:`RULE_RUNS` products, which for a key of several layers ran beside the trial. A median, not
+    the least time: the least of the rule's many products is its luckiest, against the other's few (in one
+    translation a base model's (512 x 512) layers at 5 rows took 190-460 us on BLAS, 175 us at least, and
+    about 175 us on oneDNN; the least kept BLAS, which averaged 217 us against oneDNN's 174 us over the
+    translation), while one slow product (the machine busy for a moment) moves no median. No product is run twice for the timing, so it costs only the other backend's
+    few products where it is the slower, and oneDNN's packing and kernel for the shape."""
 
     rule: str
     spent: float = 0.0  # seconds the key's products have taken on the rule's backend
-    rule_per_row: float = float("inf")  # the rule's least seconds per row so far
+    rule_per_row: deque[float] = field(default_factory=lambda: deque(maxlen=RULE_RUNS))  # its latest, s per row
     trial_products: int = 0  # products run on the other backend so far ...
-    trial_samples: int = 0  # ... of which timed: neither the first (a kernel to build) nor one that packed
-    other_per_row: float = float("inf")  # the other backend's least seconds per row in the trial
+    other_per_row: list[float] = field(default_factory=list)  # ... its timed ones, s per row (not the first)
     packed: list[weakref.ref] = field(default_factory=list)  # weights its oneDNN products packed first
     trial_weight: weakref.ref | None = None  # the one weight the other backend's trial runs on
 
@@ -351,7 +356,7 @@ class KeyTiming:
         of the key (the first its trial meets), the key's other weights (the layers of its shape) stay on the
         rule's backend, so a trial that BLAS wins packs one weight for oneDNN, not one per layer: the packed
         copies of a trial are memory the process holds until the choice (its peak)."""
-        if not (self.trial_products or (self.rule_per_row < float("inf") and self.spent >= TIMING_AFTER_S)):
+        if not (self.trial_products or (self.rule_per_row and self.spent >= TIMING_AFTER_S)):
             return self.rule
         trial_weight = self.trial_weight() if self.trial_weight is not None else None
         if trial_weight is None:  # the trial's first product, or its weight is gone
@@ -372,16 +377,15 @@ class KeyTiming:
             if self.rule == "blas" and seconds < onednn_floor():
                 return "blas"
             self.spent += seconds
-            self.rule_per_row = min(self.rule_per_row, seconds / rows)
+            self.rule_per_row.append(seconds / rows)
             return None
         self.trial_products += 1
         if packed or self.trial_products == 1:
             return None
-        self.trial_samples += 1
-        self.other_per_row = min(self.other_per_row, seconds / rows)
-        if self.trial_samples < TRIAL_RUNS:
+        self.other_per_row.append(seconds / rows)
+        if len(self.other_per_row) < TRIAL_RUNS:
             return None
-        per_row = {self.rule: self.rule_per_row, self.other: self.other_per_row}
+        per_row = {self.rule: statistics.median(self.rule_per_row), self.other: statistics.median(self.other_per_row)}
         return pick(per_row["blas"], per_row["onednn"], self.rule)
 
 

@@ -211,20 +211,23 @@ def test_a_timed_choice_leaves_the_rules_backend_only_for_one_faster_by_the_marg
 
 @pytest.fixture
 def fake_costs(monkeypatch) -> dict[str, object]:
-    """Each backend's product advances a fake clock by ``costs[backend]`` seconds and is counted in
-    ``costs['calls']``; no key is timed or decided yet, each is tried on the other backend after its first
-    product, the rule's backend is BLAS and no product is below oneDNN's floor."""
+    """Each backend's product advances a fake clock by ``costs[backend]`` seconds (or by the next of a list of
+    them) and is counted in ``costs['calls']``; no key is timed or decided yet, each is tried on the other
+    backend after its first product, the rule's backend is BLAS and no product is below oneDNN's floor."""
     state: dict[str, object] = {"now": 0.0, "blas": 1e-4, "onednn": 1e-4, "calls": []}
     plain, kernel = F.linear, gemm._onednn_linear
 
+    def advance(backend: str) -> None:
+        cost = state[backend]
+        state["now"] += cost.pop(0) if isinstance(cost, list) else cost
+        state["calls"].append(backend)
+
     def blas(x, weight, bias=None):
-        state["now"] += state["blas"]
-        state["calls"].append("blas")
+        advance("blas")
         return plain(x, weight, bias)
 
     def onednn(x, weight, bias):
-        state["now"] += state["onednn"]
-        state["calls"].append("onednn")
+        advance("onednn")
         return kernel(x, weight, bias)
 
     monkeypatch.setattr(gemm.F, "linear", blas)
@@ -297,6 +300,22 @@ def test_a_keys_trial_runs_on_one_of_its_weights(fake_costs, monkeypatch, faster
     assert calls[1::3] == [*TRIAL, faster, faster], "the trial ran on the weight of the product after the rule's"
     assert calls[0::3] == ["blas"] * len(TRIAL) + [faster] * 2, "the key's other weights kept the rule's backend"
     assert calls[2::3] == ["blas"] * (len(TRIAL) - 1) + [faster] * 3, "... until the choice"
+
+
+@needs_onednn
+@pytest.mark.parametrize("outlier, faster", [(2e-5, "onednn"), (2e-3, "blas")])
+def test_a_choice_judges_each_backend_on_its_typical_product_not_one_lucky_or_slow(fake_costs, outlier, faster):
+    layers = [torch.randn(40, 16) for _ in range(4)]  # one key of four layers: the trial runs beside the rule
+    typical = 1e-4 if faster == "onednn" else 1.2e-4  # BLAS's usual product, and oneDNN's
+    fake_costs["onednn"] = typical
+    fake_costs["blas"] = [2 * typical if faster == "onednn" else 1e-4] * 3 + [outlier] + [
+        2 * typical if faster == "onednn" else 1e-4] * 20
+    with gemm.cpu_gemm("auto", timed=True), torch.no_grad():
+        for _ in range(1 + len(TRIAL)):
+            for weight in layers:
+                gemm.linear(torch.randn(5, 16), weight)
+    assert fake_costs["calls"].count("onednn") >= len(TRIAL)
+    assert list(gemm._choices.values()) == [faster], "a lucky BLAS product keeps no slower BLAS, a slow one loses none"
 
 
 @needs_onednn
