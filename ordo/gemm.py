@@ -479,11 +479,12 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = No
     if (_timed and x.is_cpu and x.dtype == torch.float32 and weight.dtype == torch.float32
             and not torch.is_grad_enabled()):
         rows = x.numel() // max(x.shape[-1], 1)
-        choice = _decided.get((weight.shape, rows))
-        if choice is not None:
-            return _product(choice, x, weight, bias)
-        if rows <= SMALL_ROW_BUCKET and _timeable(x, weight, bias):
-            return _timed_linear(x, weight, bias, rows)
+        if rows <= SMALL_ROW_BUCKET:  # more rows keep the rule's backend untimed
+            choice = _decided.get((weight.shape, rows))
+            if choice is not None:
+                return _product(choice, x, weight, bias)
+            if _timeable(x, weight, bias):
+                return _timed_linear(x, weight, bias, rows)
     if not _use_onednn(x, weight):
         if torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad) and buckets_rows(x):
             return _bucketed_linear(x, weight, bias)
