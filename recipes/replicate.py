@@ -20,6 +20,9 @@ data's word alignments (paper 000's Figure 2 upper bound), as ``oracle_SYSTEM``.
 
 ``tables`` rebuilds the verdicts tables and figures from those files alone (recipes/verdicts.py).
 
+``prepare`` prepares a suite's data for each of its systems' prepare configs, as ``run`` would, without
+training: bench/gpu/stage_verdicts.sh stages a GPU machine, which has no word aligner, with it.
+
 ``pending`` lists the runs the claims still need in this machine's set of each suite (:func:`pending_runs`):
 each claim's ``seeds`` of both its systems, seed by seed across systems (seed 1 of every system, comparison
 systems first, then seed 2, ...), leaving out the claims marked ``first_pass`` and the suites that need a GPU
@@ -38,6 +41,7 @@ stops the run, naming the files. A suite that needs a GPU (``needs_gpu``) is ref
 
 usage: python recipes/replicate.py run --suite enja_verdict [--data-dir DIR] [--work DIR] [--oracle]
            [--budget NAME] [--hyps DIR [--trial-steps N] [--trial-set KEY=VALUE ...]] SYSTEM.seedN [...]
+       python recipes/replicate.py prepare --suite SUITE [--data-dir DIR] [--work DIR]
        python recipes/replicate.py pending [--suite SUITE ...] [--threads N] [--budget NAME]
        python recipes/replicate.py queue [--suite SUITE ...] [--threads N] [--budget NAME]
        python recipes/replicate.py tables [--out bench/results/verdicts.md] [--results bench/RESULTS.md]
@@ -73,7 +77,7 @@ from ordo.device import resolve_device
 from ordo.errors import ConfigError
 from ordo.precision import amp_dtype
 from recipes.budgets import DEFAULT, Budget, folder_budget, has_budgets
-from recipes.compare import RECIPES, ROOT, data_folder, folder_lock, prepare, system_entry, train
+from recipes.compare import RECIPES, ROOT, aliases, data_folder, folder_lock, prepare, system_entry, train
 from recipes.verdicts import (
     SHARED_DATA,
     CorpusFolders,
@@ -116,6 +120,10 @@ def parse_args() -> argparse.Namespace:
     run.add_argument("--threads", type=int, help="CPU threads per run (default: the suite's train.yaml); two queues "
                      "of one thread each train about 20%% more updates per hour on 2 cores than one of two")
     run.add_argument("--budget", help=f"a budget of the suite's budgets file (default: {DEFAULT}; recipes/budgets.py)")
+    staging = verbs.add_parser("prepare", help="prepare a suite's data for every system, without training")
+    staging.add_argument("--suite", required=True, help="folder of recipes/ with suite.yaml and the configs")
+    staging.add_argument("--data-dir", type=Path, help="corpus folder (default: as for run)")
+    staging.add_argument("--work", type=Path, help="default: work/SUITE")
     for verb, text in (("pending", "list the runs the verdicts still need in this machine's sets"),
                        ("queue", "run what the verdicts still need, beside other workers")):
         listing = verbs.add_parser(verb, help=text)
@@ -459,6 +467,22 @@ def run_system(runs: SuiteRuns, label: str) -> bool:
     return True
 
 
+def prepare_suite(runs: SuiteRuns) -> list[Path]:
+    """Prepare, as its runs would and once each, the data of every prepare config ``runs.suite``'s systems name
+    (systems.yaml), without training, on any machine: to stage a machine that cannot prepare them (a lent GPU
+    machine has no word aligner), whose runs then find them prepared. The prepared folders, in the order of their
+    configs' names."""
+    suite = RECIPES / runs.suite
+    systems = read_yaml(suite / "systems.yaml")
+    other_names = aliases(systems)
+    prepared = []
+    for prepare_file in sorted({system_entry(name, entry)[0] for name, entry in systems.items()
+                                if name not in other_names}):
+        spec = run_spec(read_yaml(suite / "suite.yaml"), prepare_file)
+        prepared.append(prepared_data(runs, spec, prepare_file, corpus_folder(runs, spec))[1])
+    return prepared
+
+
 def run_systems(runs: SuiteRuns, labels: list[str]) -> None:
     """Train and record each ``SYSTEM.seedN`` of ``labels``, in order (:func:`run_system`)."""
     for label in labels:
@@ -589,6 +613,9 @@ def main() -> None:
     try:
         if args.verb == "run":
             run_systems(suite_runs(args), args.systems)
+        elif args.verb == "prepare":
+            for data in prepare_suite(SuiteRuns(args.suite, args.data_dir, args.work)):
+                print(data, flush=True)
         elif args.verb == "pending":
             print("".join(f"{run}\t{HYPS.relative_to(ROOT) / run.corpus / run.set}\n"
                           for run in selected_runs(claims, args.suites, args.threads, args.budget)), end="")

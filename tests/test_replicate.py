@@ -316,6 +316,27 @@ def test_a_run_another_process_holds_is_left_alone_and_a_recorded_one_not_traine
     assert calls[-1] == ("record", "oracle_baseline")  # its settings name the system as its files do
 
 
+def test_prepare_readies_each_prepare_config_of_a_suite_once_without_training(tmp_path, monkeypatch):
+    corpus = tmp_path / "data"
+    corpus.mkdir()
+    for name in ("train", "valid", "test2016"):
+        for lang in ("en", "de"):
+            with gzip.open(corpus / f"{name}.{lang}.gz", "wt", encoding="utf-8") as handle:
+                handle.write("a\n")
+    prepared = []
+    monkeypatch.setattr(replicate, "prepare", lambda config, spec, data_dir, out: prepared.append((config.name, out)))
+    monkeypatch.setattr(replicate, "train", lambda *args: pytest.fail("prepare trains nothing"))
+    runs = replicate.SuiteRuns("m30k_verdict", data_dir=corpus, work=tmp_path / "work")
+    folders = replicate.prepare_suite(runs)  # needs no GPU, though the suite does
+    configs = [config for config, _ in prepared]
+    assert configs == ["prepare.yaml", "prepare_lattice.yaml", "prepare_spm8k.yaml"], "each config once"
+    work = tmp_path / "work"
+    assert folders == [out for _, out in prepared] == [work / "data", work / "data_lattice", work / "data_spm8k"]
+    missing = replicate.SuiteRuns("m30k_verdict", data_dir=tmp_path / "nowhere", work=tmp_path / "work")
+    with pytest.raises(SystemExit, match="give its corpus folder with --data-dir"):
+        replicate.prepare_suite(missing)
+
+
 def test_tables_refuse_a_comparison_whose_runs_differ_in_commit_or_data_and_mark_the_first_pass(tmp_path):
     refs = ROTATIONS * 2
     write_refs(tmp_path / "data", refs)
