@@ -3,7 +3,8 @@
 # call it). WORKERS (default 9) workers of `recipes/replicate.py queue --suite SUITE` train side by side in the
 # staged tree for MINUTES (default 9) minutes, seed by seed across the suite's systems, each run at the staged
 # commit (ORDO_COMMIT) on the data prepared here; a run is recorded when it finishes, and one the time limit cuts
-# off is lost with the machine. The first pass (En->De, an H200, bf16) did 11 runs in 5.6 minutes with 9 workers.
+# off is lost with the machine. The first pass (En->De, an H200, bf16, one CPU thread a run as here) did 11 runs
+# in 5.6 minutes with 9 workers (2.1 training minutes a run alone).
 # One call of 10 minutes and the machine's start use most of a session's 15 minutes of device time: the GPU
 # check of issue 41 (bench/gpu/check.sh) then waits for another session.
 # Back in $OUT: device.txt (the GPU, torch, the runs pending before and the files recorded after) and
@@ -30,7 +31,7 @@ python3 -c "import torch, sacrebleu; print('torch', torch.__version__, 'sacreble
 cd "$T" || exit 5
 python3 recipes/replicate.py pending --suite "$SUITE" | tee -a "$OUT/device.txt"
 for worker in $(seq "$WORKERS"); do
-  timeout "${MINUTES}m" python3 recipes/replicate.py queue --suite "$SUITE" > "/tmp/logs/queue_$worker.log" 2>&1 &
+  timeout "${MINUTES}m" python3 recipes/replicate.py queue --suite "$SUITE" --threads 1 > "/tmp/logs/queue_$worker.log" 2>&1 &
   sleep 5  # each worker takes the next run no other holds; the first prepares nothing (staged)
 done
 wait
