@@ -16,6 +16,10 @@ the backends' order:
   ``ordo translate`` pays it: each backend's one-off costs (oneDNN's packed weights and kernels, auto's timing)
   fall inside it (an untimed warm-up sentence before it hid the fixed backends' packing, up to 0.2 s at the base
   preset, but not auto's timing of the file's row counts); the sentences one at a time follow in the warm process.
+- beam search in one warm process (``--warm-rounds N``): the same model, file and sentences, each backend once
+  untimed (oneDNN's weights packed, auto's keys decided), then N rounds with the three back to back, the order
+  rotating: a server's or a long file's steady state, and a comparison that a slow spell of the machine (which
+  outlasts a round) touches alike.
 
 Then, per product (``--products``, in a process of its own): each layer shape of each preset (the output
 projection at the prepared vocabulary's size) at 1, 5 and 200 rows (one row, a beam of 5, a file's batch of
@@ -38,7 +42,7 @@ continued (SIGCONT) right after it, also on an error or a signal, so that other 
 for one run at a time.
 
 usage: python bench/cpu_defaults.py [--presets tiny small base] [--updates 40 20 8] [--rounds 1] [--decode-rounds N]
-           [--out bench/results/cpu_defaults.md] [--pause PIDFILE] [--no-products]
+           [--warm-rounds 6] [--out bench/results/cpu_defaults.md] [--pause PIDFILE] [--no-products]
 """
 
 from __future__ import annotations
@@ -93,6 +97,8 @@ class Figures:
     file_rate: list[float] = field(default_factory=list)  # sentences/s, whole file in one call
     single_rate: list[float] = field(default_factory=list)  # sentences/s, one sentence per call
     decode_mb: list[float] = field(default_factory=list)  # peak resident MB of the translating process
+    warm_file_rate: list[float] = field(default_factory=list)  # sentences/s, whole file, in one warm process
+    warm_single_rate: list[float] = field(default_factory=list)  # sentences/s, one per call, in that process
 
 
 # -- pausing other work -----------------------------------------------------------------------------------------
@@ -194,16 +200,17 @@ def translate_once(args: argparse.Namespace, run_dir: Path, backend: str) -> tup
     return rates["file"], rates["single"], megabytes
 
 
-def translate_child(run_dir: str, backend: str, sentences: int, single: int, source: str, result: str) -> None:
-    """The translating process: load the run's last checkpoint, translate (module docstring) and write the rates
-    as JSON to ``result``."""
+def test_lines(source: str, count: int) -> list[str]:
+    """The first ``count`` lines of the gzipped ``source``."""
     import gzip
 
-    from ordo import api
-
     with gzip.open(source, "rt", encoding="utf-8") as handle:
-        lines = [line.rstrip("\n") for _, line in zip(range(max(sentences, single)), handle)]
-    run = api.load_run(run_dir, "last", device="cpu")
+        return [line.rstrip("\n") for _, line in zip(range(count), handle)]
+
+
+def timed_rates(run: Any, lines: list[str], sentences: int, single: int, backend: str) -> tuple[float, float]:
+    """Beam-5 sentences/s on ``backend`` over the first ``sentences`` lines in one call and the first ``single``
+    one per call."""
     decode = {"beam_size": 5, "cpu_gemm": backend}
     start = time.perf_counter()
     run.translate(lines[:sentences], **decode)
@@ -211,8 +218,37 @@ def translate_child(run_dir: str, backend: str, sentences: int, single: int, sou
     start = time.perf_counter()
     for line in lines[:single]:
         run.translate([line], **decode)
-    single_rate = single / (time.perf_counter() - start)
+    return file_rate, single / (time.perf_counter() - start)
+
+
+def translate_child(run_dir: str, backend: str, sentences: int, single: int, source: str, result: str) -> None:
+    """The translating process: load the run's last checkpoint, translate (module docstring) and write the rates
+    as JSON to ``result``."""
+    from ordo import api
+
+    run = api.load_run(run_dir, "last", device="cpu")
+    file_rate, single_rate = timed_rates(run, test_lines(source, max(sentences, single)), sentences, single, backend)
     Path(result).write_text(json.dumps({"file": file_rate, "single": single_rate}))
+
+
+def warm_child(run_dir: str, sentences: int, single: int, rounds: int, source: str, result: str) -> None:
+    """The warm process: load the run's last checkpoint once, translate with every backend once untimed (oneDNN
+    packs its weights, auto decides its keys), then ``rounds`` rounds of :func:`timed_rates` with the backends
+    back to back in an order that rotates, so that a slow spell of the machine, which lasts longer than a
+    round, touches the three alike; the rates per backend, a value per round, as JSON to ``result``."""
+    from ordo import api
+
+    run = api.load_run(run_dir, "last", device="cpu")
+    lines = test_lines(source, max(sentences, single))
+    for backend in BACKENDS:
+        timed_rates(run, lines, sentences, single, backend)
+    rates: dict[str, dict[str, list[float]]] = {backend: {"file": [], "single": []} for backend in BACKENDS}
+    for index in range(rounds):
+        for backend in BACKENDS[index % 3:] + BACKENDS[:index % 3]:
+            file_rate, single_rate = timed_rates(run, lines, sentences, single, backend)
+            rates[backend]["file"].append(file_rate)
+            rates[backend]["single"].append(single_rate)
+    Path(result).write_text(json.dumps(rates))
 
 
 PRODUCT_ROWS = (1, 5, 200)
@@ -335,7 +371,21 @@ def measure_preset(args: argparse.Namespace, data_dir: Path, preset: str, update
             figures[backend].file_rate.append(file_rate)
             figures[backend].single_rate.append(single_rate)
             figures[backend].decode_mb.append(megabytes)
+    if args.warm_rounds:
+        warm_rounds(args, model, figures)
     return figures
+
+
+def warm_rounds(args: argparse.Namespace, run_dir: Path, figures: dict[str, Figures]) -> None:
+    """The warm process's rounds (:func:`warm_child`), each backend's rates added to its figures."""
+    result = args.work / "warm.json"
+    command = [sys.executable, str(Path(__file__).resolve()), "--warm-child", str(run_dir), str(args.sentences),
+               str(args.single), str(args.warm_rounds), str(args.test_src), str(result)]
+    log(f"{run_dir.parent.name} beam search, {args.warm_rounds} rounds in one warm process (load {load_average()})")
+    run_measured(command, args.work / "warm.out", args.threads, args.pause)
+    for backend, rates in json.loads(result.read_text()).items():
+        figures[backend].warm_file_rate.extend(rates["file"])
+        figures[backend].warm_single_rate.extend(rates["single"])
 
 
 # -- the report ------------------------------------------------------------------------------------------------
@@ -429,6 +479,8 @@ def auto_per_round(figures: dict[str, Figures], name: str, higher_is_better: boo
 FIGURES = (("train_rate", "train tgt tok/s", "{:,.0f}", True), ("train_mb", "train peak MB", "{:,.0f}", False),
            ("file_rate", "beam-5 sent/s (file)", "{:.1f}", True),
            ("single_rate", "beam-5 sent/s (one at a time)", "{:.1f}", True),
+           ("warm_file_rate", "beam-5 sent/s (file), warm process", "{:.1f}", True),
+           ("warm_single_rate", "beam-5 sent/s (one at a time), warm process", "{:.1f}", True),
            ("decode_mb", "beam-5 peak MB", "{:,.0f}", False))
 
 
@@ -467,6 +519,8 @@ def preset_table(preset: str, updates: int, figures: dict[str, Figures]) -> list
              "|---|" + "---:|" * (len(backends) + 2)]
     compared = {"blas", "onednn", "auto"} <= set(figures)
     for name, title, form, higher in FIGURES:
+        if not getattr(figures[backends[0]], name):  # not measured (--warm-rounds 0)
+            continue
         cells = [cell(getattr(figures[backend], name), form, higher) for backend in backends]
         against = auto_against_best(figures, name, higher) if compared else "-"
         per_round = auto_per_round(figures, name, higher, same_code(name)) if compared else "-"
@@ -490,8 +544,9 @@ def report(args: argparse.Namespace, command: str, tables: list[str], started: s
     """The whole markdown report."""
     setting = (f"Multi30k En→De (the recipe's data and train.yaml, `model.preset` set), 3,000-token batches, "
                f"{args.warmup} warm-up updates per run, {args.threads} threads, {args.rounds} round(s) of training "
-               f"and {args.decode_rounds} of beam search, the best round of each (other work only slows a run; each "
-               f"round's figure in brackets); beam 5 over the first {args.sentences} sentences of test2016 in one "
+               f"and {args.decode_rounds} of beam search, each in a process of its own, and {args.warm_rounds} of beam "
+               f"search in one warm process per preset, the backends back to back (\"warm process\"); the best round "
+               f"of each (other work only slows a run; each round's figure in brackets); beam 5 over the first {args.sentences} sentences of test2016 in one "
                f"call and the first {args.single} one at a time, by each preset's barely trained model (hypotheses "
                f"to the length limit). auto / best: auto's figure over the better of blas and onednn (memory: over "
                f"the lower), from each one's best round, and round by round (the backends of a round run back to "
@@ -523,10 +578,18 @@ def main() -> None:
                         help="prepared data (kept and reused) and the runs")
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "cpu_defaults.md")
     parser.add_argument("--pause", type=Path, help="a file of process-group ids to stop while each process runs")
+    parser.add_argument("--warm-rounds", type=int, default=6,
+                        help="rounds of beam search with the backends back to back in one warm process per preset "
+                             "(the file and the sentences one at a time each round; 0: none; default %(default)s)")
     parser.add_argument("--no-products", action="store_true", help="leave out the per-product table")
     parser.add_argument("--translate-child", nargs=6, help=argparse.SUPPRESS)
     parser.add_argument("--products-child", nargs="+", help=argparse.SUPPRESS)
+    parser.add_argument("--warm-child", nargs=6, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.warm_child:
+        run_dir, sentences, single, rounds, source, result = args.warm_child
+        warm_child(run_dir, int(sentences), int(single), int(rounds), source, result)
+        return
     if args.translate_child:
         run_dir, backend, sentences, single, source, result = args.translate_child
         translate_child(run_dir, backend, int(sentences), int(single), source, result)
@@ -537,6 +600,8 @@ def main() -> None:
         return
     if len(args.updates) != len(args.presets):
         parser.error("--updates needs one number per preset")
+    if args.warm_rounds and set(args.backends) != set(BACKENDS):
+        parser.error("--warm-rounds compares the three backends: leave out --backends")
     args.decode_rounds = args.decode_rounds or args.rounds
     if any(n % args.interval for n in (args.warmup, *args.updates)) or min(args.rounds, args.warmup) < 1:
         parser.error("--interval must divide --warmup and every --updates; --rounds and --warmup at least 1")

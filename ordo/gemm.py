@@ -27,7 +27,9 @@ fixed overhead per call on narrow layers and single rows. So each key (weight sh
 :data:`SMALL_ROW_BUCKET`: a beam's rows) is timed on its own products (:class:`KeyTiming`): on the rule's backend
 until they have taken :data:`TIMING_AFTER_S` (a key used a few times would not pay its timing back), then a few of
 one of its weights on the other backend, and the faster per row is kept for the rest of the process: the rule's
-backend unless the other is faster by :data:`TIMING_MARGIN`. No product runs twice, so the timing costs the
+backend unless the other is faster by :data:`TIMING_MARGIN`; a key the rule's backend kept is tried once more
+after :data:`RETRY_AFTER_S`, beside the backends its neighbours in the step chose (a product is slower right after
+one of the other backend). No product runs twice, so the timing costs the
 slower backend's few products, and oneDNN's kernel for the shape; a key whose products BLAS finishes faster than
 oneDNN can run any product (:func:`onednn_floor`) keeps BLAS untried. A key that chose BLAS drops the packed
 weights its trials made. Products of more rows (a file's batch of beams) keep the rule's backend untimed: there
@@ -97,6 +99,7 @@ TRIAL_RUNS = 3  # timed products of a key on the other backend that decide it (K
 RULE_RUNS = 8  # the rule's latest timed products of a key that a choice judges it on (KeyTiming)
 FLOOR_RUNS = 5  # timed products of onednn_floor's, after one untimed
 TIMING_AFTER_S = 0.002  # a key is tried on the other backend once its products have taken this long on the rule's
+RETRY_AFTER_S = 0.02  # ... and, where the rule's kept it, tried once more after this long (KeyTiming.retry)
 
 
 @functools.cache
@@ -336,7 +339,15 @@ class KeyTiming:
     translation a base model's (512 x 512) layers at 5 rows took 190-460 us on BLAS, 175 us at least, and
     about 175 us on oneDNN; the least kept BLAS, which averaged 217 us against oneDNN's 174 us over the
     translation), while one slow product (the machine busy for a moment) moves no median. No product is run twice for the timing, so it costs only the other backend's
-    few products where it is the slower, and oneDNN's packing and kernel for the shape."""
+    few products where it is the slower, and oneDNN's packing and kernel for the shape.
+
+    A key that keeps the rule's backend is tried once more (:meth:`retry`), after its products have taken
+    :data:`RETRY_AFTER_S` more: a product runs slower right after one of the other backend (on the AMD EPYC
+    (AVX2), a (5 x 512) by (512 x 512) oneDNN product took 118-130 us after a (5 x 512) by (512 x 2048) oneDNN
+    product and 159-174 us after the same product on BLAS), so a first trial, which runs while most keys still run the rule's backend, judges the
+    other backend beside products it will not run beside once the keys around it have left the rule's (a base
+    model's (512 x 512) layers at 5 rows stayed on BLAS that way, 141-154 us a product, where they took 120-131
+    on oneDNN among oneDNN products). The second trial runs beside the products the choice will run beside."""
 
     rule: str
     spent: float = 0.0  # seconds the key's products have taken on the rule's backend
@@ -345,6 +356,7 @@ class KeyTiming:
     other_per_row: list[float] = field(default_factory=list)  # ... its timed ones, s per row (not the first)
     packed: list[weakref.ref] = field(default_factory=list)  # weights its oneDNN products packed first
     trial_weight: weakref.ref | None = None  # the one weight the other backend's trial runs on
+    retried: bool = False  # whether this is the key's second trial (retry)
 
     @property
     def other(self) -> str:
@@ -356,7 +368,7 @@ class KeyTiming:
         of the key (the first its trial meets), the key's other weights (the layers of its shape) stay on the
         rule's backend, so a trial that BLAS wins packs one weight for oneDNN, not one per layer: the packed
         copies of a trial are memory the process holds until the choice (its peak)."""
-        if not (self.trial_products or (self.rule_per_row and self.spent >= TIMING_AFTER_S)):
+        if not (self.trial_products or (self.rule_per_row and self.spent >= self.after())):
             return self.rule
         trial_weight = self.trial_weight() if self.trial_weight is not None else None
         if trial_weight is None:  # the trial's first product, or its weight is gone
@@ -386,7 +398,23 @@ class KeyTiming:
         if len(self.other_per_row) < TRIAL_RUNS:
             return None
         per_row = {self.rule: statistics.median(self.rule_per_row), self.other: statistics.median(self.other_per_row)}
-        return pick(per_row["blas"], per_row["onednn"], self.rule)
+        choice = pick(per_row["blas"], per_row["onednn"], self.rule)
+        if choice == self.rule and not self.retried:
+            self.retry()
+            return None
+        return choice
+
+    def after(self) -> float:
+        """Seconds the key's products take on the rule's backend before its trial: :data:`TIMING_AFTER_S`, or
+        :data:`RETRY_AFTER_S` before its second."""
+        return RETRY_AFTER_S if self.retried else TIMING_AFTER_S
+
+    def retry(self) -> None:
+        """Start the key's timing over for its second trial (class docstring), on the weight of its first (packed
+        already: the packed copies a trial holds stay one weight's)."""
+        self.spent, self.trial_products, self.retried = 0.0, 0, True
+        self.rule_per_row.clear()
+        self.other_per_row.clear()
 
 
 def _product(backend: str, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:

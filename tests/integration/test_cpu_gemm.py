@@ -52,9 +52,10 @@ def test_translation_on_timed_auto_matches_blas_and_times_each_shape_once(loaded
     monkeypatch.setattr(gemm, "_timings", {})
     monkeypatch.setattr(gemm, "_decided_by_threads", {})
     monkeypatch.setattr(gemm, "TIMING_AFTER_S", 0.0)  # each key tried after its first product
+    monkeypatch.setattr(gemm, "RETRY_AFTER_S", 0.0)  # ... and again at once where the rule's backend won
     blas = loaded_run.translate(small_test_sources, beam_size=4, cpu_gemm="blas")
     assert gemm._choices == {} and gemm._timings == {}
-    for _ in range(2 + gemm.TRIAL_RUNS):  # a key used once a call (an encoder layer's) needs a few calls
+    for _ in range(2 * (2 + gemm.TRIAL_RUNS)):  # a key used once a call (an encoder layer's) needs a few calls
         auto = loaded_run.translate(small_test_sources, beam_size=4, cpu_gemm="auto")
         if not gemm._timings:
             break

@@ -238,11 +238,20 @@ def fake_costs(monkeypatch) -> dict[str, object]:
     monkeypatch.setattr(gemm, "_decided_by_threads", {})
     monkeypatch.setattr(gemm, "_floors", {torch.get_num_threads(): 0.0})
     monkeypatch.setattr(gemm, "TIMING_AFTER_S", 0.0)
+    monkeypatch.setattr(gemm, "RETRY_AFTER_S", 0.0)
     monkeypatch.setattr(gemm, "resolve", lambda backend: "blas" if backend == "auto" else backend)
     return state
 
 
 TRIAL = ["onednn"] * (gemm.TRIAL_RUNS + 1)  # a key's products on the other backend: one untimed, then timed
+
+
+def timing_calls(faster: str, rule: str = "blas") -> list[str]:
+    """The backends a key's products run on until its choice, with one weight and no thresholds: the rule's, then
+    the other's trial; where the rule's is faster, the same again (its second trial)."""
+    other = "onednn" if rule == "blas" else "blas"
+    first = [rule, *([other] * len(TRIAL))]
+    return first * (2 if faster == rule else 1)
 
 
 @needs_onednn
@@ -253,14 +262,16 @@ def test_timed_auto_times_each_key_on_its_own_products_and_keeps_the_faster(fake
     fake_costs["onednn" if faster == "blas" else "blas"] = 2e-4
     with gemm.cpu_gemm("auto", timed=True) as backend, torch.inference_mode():
         assert backend == "timed"
-        for _ in range(1 + len(TRIAL)):  # one key: a beam of 5
+        expected = timing_calls(faster)
+        for _ in expected:  # one key: a beam of 5
             x = torch.randn(5, 16)
             torch.testing.assert_close(layer(x), x @ layer.weight.t() + layer.bias, rtol=1e-5, atol=1e-5)
-        assert fake_costs["calls"] == ["blas", *TRIAL], "the rule's backend, then the other's trial, none twice"
+        assert fake_costs["calls"] == expected, "the rule's backend, then the other's trial (twice where the rule's " \
+                                                "wins the first), none twice"
         assert list(gemm._choices.values()) == [faster] and gemm._timings == {}
         for _ in range(3):
             layer(torch.randn(5, 16))
-        assert fake_costs["calls"][1 + len(TRIAL):] == [faster] * 3, "decided once per key"
+        assert fake_costs["calls"][len(expected):] == [faster] * 3, "decided once per key"
         decided = gemm._decided_by_threads[torch.get_num_threads()]
         assert decided == {(layer.weight.shape, 5): faster}, "kept by its rows"
         layer(torch.randn(6, 16))  # another row count is timed anew
@@ -285,21 +296,23 @@ def test_a_keys_trial_runs_on_one_of_its_weights(fake_costs, monkeypatch, faster
     monkeypatch.setattr(gemm, "_pack", lambda weight: packed_weights.append(weight) or pack(weight))
     fake_costs["onednn" if faster == "blas" else "blas"] = 2e-4
     layers = [torch.randn(40, 16) for _ in range(3)]  # three layers of one shape: one key
+    trials = 2 if faster == "blas" else 1  # the rule's kept at the first trial is tried once more
     with gemm.cpu_gemm("auto", timed=True), torch.no_grad():
-        for _ in range(1 + len(TRIAL)):
+        for _ in range(trials * len(TRIAL) + 1):
             for weight in layers:
                 gemm.linear(torch.randn(5, 16), weight)
         assert list(gemm._choices.values()) == [faster]
         later = 2 if faster == "onednn" else 0  # the other two weights, packed once oneDNN is chosen
         assert [weight is layers[1] for weight in packed_weights] == [True] + [False] * later, \
-            "the trial packed one weight"
+            "the trials packed one weight"
         for weight in layers:
             gemm.linear(torch.randn(5, 16), weight)
         assert [gemm._has_packed(weight) for weight in layers] == [faster == "onednn"] * 3
     calls = fake_costs["calls"]
-    assert calls[1::3] == [*TRIAL, faster, faster], "the trial ran on the weight of the product after the rule's"
-    assert calls[0::3] == ["blas"] * len(TRIAL) + [faster] * 2, "the key's other weights kept the rule's backend"
-    assert calls[2::3] == ["blas"] * (len(TRIAL) - 1) + [faster] * 3, "... until the choice"
+    assert calls[1::3] == [*TRIAL * trials, faster, faster], "the trials ran on the weight after the rule's first"
+    decided_in = trials * len(TRIAL)  # the round whose product by the trial's weight made the choice
+    assert calls[0::3] == ["blas"] * decided_in + [faster] * 2, "the key's other weights kept the rule's backend"
+    assert calls[2::3] == ["blas"] * (decided_in - 1) + [faster] * 3, "... until the choice"
 
 
 @needs_onednn
@@ -308,14 +321,24 @@ def test_a_choice_judges_each_backend_on_its_typical_product_not_one_lucky_or_sl
     layers = [torch.randn(40, 16) for _ in range(4)]  # one key of four layers: the trial runs beside the rule
     typical = 1e-4 if faster == "onednn" else 1.2e-4  # BLAS's usual product, and oneDNN's
     fake_costs["onednn"] = typical
-    fake_costs["blas"] = [2 * typical if faster == "onednn" else 1e-4] * 3 + [outlier] + [
-        2 * typical if faster == "onednn" else 1e-4] * 20
+    usual = 2 * typical if faster == "onednn" else 1e-4
+    fake_costs["blas"] = [usual] * 3 + [outlier] + [usual] * 60
     with gemm.cpu_gemm("auto", timed=True), torch.no_grad():
-        for _ in range(1 + len(TRIAL)):
+        for _ in range(2 * len(TRIAL) + 1):  # the rule's backend kept is tried twice
             for weight in layers:
                 gemm.linear(torch.randn(5, 16), weight)
     assert fake_costs["calls"].count("onednn") >= len(TRIAL)
     assert list(gemm._choices.values()) == [faster], "a lucky BLAS product keeps no slower BLAS, a slow one loses none"
+
+
+@needs_onednn
+def test_a_key_the_rules_backend_kept_is_tried_again_beside_its_neighbours_final_backends(fake_costs):
+    weight = torch.randn(40, 16)
+    fake_costs["onednn"] = [3e-4] * len(TRIAL) + [5e-5] * 20  # slow beside BLAS products, fast once they left
+    with gemm.cpu_gemm("auto", timed=True), torch.no_grad():
+        products = run_until_decided(weight, 5)
+    assert fake_costs["calls"] == timing_calls("blas")[:products], "a first trial that kept BLAS, then a second"
+    assert list(gemm._choices.values()) == ["onednn"], "the second trial decides"
 
 
 @needs_onednn
@@ -335,9 +358,10 @@ def test_above_a_beams_rows_products_keep_the_rules_backend_untimed(fake_costs, 
 
 @needs_onednn
 @pytest.mark.parametrize("rule", ["blas", "onednn"])
-def test_a_key_is_tried_once_its_products_have_taken_the_threshold(fake_costs, monkeypatch, rule):
+def test_a_key_is_tried_once_its_products_have_taken_the_threshold_and_again_where_the_rule_won(fake_costs, monkeypatch, rule):
     monkeypatch.setattr(gemm, "resolve", lambda backend: rule if backend == "auto" else backend)
     monkeypatch.setattr(gemm, "TIMING_AFTER_S", 2.5e-4)
+    monkeypatch.setattr(gemm, "RETRY_AFTER_S", 4.5e-4)
     if rule == "blas":
         fake_costs.update(blas=1e-4, onednn=5e-5)
     else:
@@ -346,7 +370,9 @@ def test_a_key_is_tried_once_its_products_have_taken_the_threshold(fake_costs, m
         run_until_decided(torch.randn(40, 16), 5)
     other = "blas" if rule == "onednn" else "onednn"
     packing = [rule] if rule == "onednn" else []  # the first product packs the weight: not a product's time
-    assert fake_costs["calls"] == packing + [rule] * 3 + [other] * len(TRIAL), "3e-4 on the rule's, then the trial"
+    first = [rule] * 3 + [other] * len(TRIAL)  # 3e-4 on the rule's, then the trial
+    second = [rule] * 5 + [other] * len(TRIAL) if rule == "onednn" else []  # the rule's kept: 5e-4 more, again
+    assert fake_costs["calls"] == packing + first + second
     assert list(gemm._choices.values()) == ["onednn"]
 
 
