@@ -200,7 +200,7 @@ def translate_once(args: argparse.Namespace, run_dir: Path, backend: str) -> tup
     return rates["file"], rates["single"], megabytes
 
 
-def test_lines(source: str, count: int) -> list[str]:
+def source_lines(source: str, count: int) -> list[str]:
     """The first ``count`` lines of the gzipped ``source``."""
     import gzip
 
@@ -227,7 +227,7 @@ def translate_child(run_dir: str, backend: str, sentences: int, single: int, sou
     from ordo import api
 
     run = api.load_run(run_dir, "last", device="cpu")
-    file_rate, single_rate = timed_rates(run, test_lines(source, max(sentences, single)), sentences, single, backend)
+    file_rate, single_rate = timed_rates(run, source_lines(source, max(sentences, single)), sentences, single, backend)
     Path(result).write_text(json.dumps({"file": file_rate, "single": single_rate}))
 
 
@@ -239,16 +239,22 @@ def warm_child(run_dir: str, sentences: int, single: int, rounds: int, source: s
     from ordo import api
 
     run = api.load_run(run_dir, "last", device="cpu")
-    lines = test_lines(source, max(sentences, single))
+    lines = source_lines(source, max(sentences, single))
     for backend in BACKENDS:
         timed_rates(run, lines, sentences, single, backend)
     rates: dict[str, dict[str, list[float]]] = {backend: {"file": [], "single": []} for backend in BACKENDS}
     for index in range(rounds):
-        for backend in BACKENDS[index % 3:] + BACKENDS[:index % 3]:
+        for backend in rotated(list(BACKENDS), index):
             file_rate, single_rate = timed_rates(run, lines, sentences, single, backend)
             rates[backend]["file"].append(file_rate)
             rates[backend]["single"].append(single_rate)
     Path(result).write_text(json.dumps(rates))
+
+
+def rotated(backends: list[str], index: int) -> list[str]:
+    """The backends in round ``index``'s order: each round starts one further along."""
+    start = index % len(backends)
+    return backends[start:] + backends[:start]
 
 
 PRODUCT_ROWS = (1, 5, 200)
@@ -355,8 +361,7 @@ def measure_preset(args: argparse.Namespace, data_dir: Path, preset: str, update
     turn, the order rotating from round to round."""
     figures = {backend: Figures() for backend in args.backends}
     tokens = ordo_update_tokens(data_dir, 3000, 1, args.warmup + updates)
-    orders = [args.backends[index % len(args.backends):] + args.backends[:index % len(args.backends)]
-              for index in range(max(args.rounds, args.decode_rounds))]
+    orders = [rotated(args.backends, index) for index in range(max(args.rounds, args.decode_rounds))]
     for index, order in enumerate(orders[:args.rounds]):
         for backend in order:
             log(f"{preset} training, round {index + 1}: {backend} (load {load_average()})")
@@ -546,8 +551,9 @@ def report(args: argparse.Namespace, command: str, tables: list[str], started: s
                f"{args.warmup} warm-up updates per run, {args.threads} threads, {args.rounds} round(s) of training "
                f"and {args.decode_rounds} of beam search, each in a process of its own, and {args.warm_rounds} of beam "
                f"search in one warm process per preset, the backends back to back (\"warm process\"); the best round "
-               f"of each (other work only slows a run; each round's figure in brackets); beam 5 over the first {args.sentences} sentences of test2016 in one "
-               f"call and the first {args.single} one at a time, by each preset's barely trained model (hypotheses "
+               f"of each (other work only slows a run; each round's figure in brackets); beam 5 over the first "
+               f"{args.sentences} sentences of test2016 in one call and the first {args.single} one at a time, by "
+               f"each preset's barely trained model (hypotheses "
                f"to the length limit). auto / best: auto's figure over the better of blas and onednn (memory: over "
                f"the lower), from each one's best round, and round by round (the backends of a round run back to "
                f"back): the median ratio [range], and the geometric mean with its 95% interval: **behind** where "

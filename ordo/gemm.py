@@ -19,30 +19,28 @@ CPU MKL runs its own best code. The figures per CPU kind are in ``bench/results/
 a resumed run, and its validation's translations) on the same kind of CPU takes the same backend, so the run's
 results do not depend on how busy the machine was.
 
-Decoding (``auto`` in a :func:`cpu_gemm` block opened with ``timed=True`` that no training block encloses, as
-``ordo translate``, ``ordo serve`` and the API's translate open it): which backend is faster for a product
-depends on its shape and row count in a way no rule on the CPU's flags captures. oneDNN's packed weights win
-for a few rows of a wide layer (the output projection of a beam's rows most of all) and lose to BLAS by a
-fixed overhead per call on narrow layers and single rows. So each key (weight shape, row count up to
-:data:`SMALL_ROW_BUCKET`: a beam's rows) is timed on its own products (:class:`KeyTiming`): on the rule's backend
-until they have taken :data:`TIMING_AFTER_S` (a key used a few times would not pay its timing back), then a few of
-one of its weights on the other backend, and the faster per row is kept for the rest of the process: the rule's
-backend unless the other is faster by :data:`TIMING_MARGIN`; a key the rule's backend kept is tried once more
-after :data:`RETRY_AFTER_S`, beside the backends its neighbours in the step chose (a product is slower right after
-one of the other backend). No product runs twice, so the timing costs the
-slower backend's few products, and oneDNN's kernel for the shape; a key whose products BLAS finishes faster than
-oneDNN can run any product (:func:`onednn_floor`) keeps BLAS untried. A key that chose BLAS drops the packed
-weights its trials made. Products of more rows (a file's batch of beams) keep the rule's backend untimed: there
-the two backends were level or BLAS ahead where the rule is BLAS (``bench/results/cpu_defaults.md``), while a
-oneDNN choice builds a kernel for each row count the batch meets as its sentences finish, and the timing of
-those many rarely repeated counts cost more than it could win (auto trailed BLAS by 6-16% on a whole file).
-Once a key is decided, a product of its shape and row count finds its backend by one lookup (:func:`linear`): a
-decoding step of the tiny preset is a few dozen products of about 10 us each, so the checks and the key of a
-product must cost little beside them.
-A block opened under CPU autocast keeps the rule (its products run in the autocast dtype).
-The translations of two processes can then differ where float32 rounding decides a near tie, as they can
-between ``blas`` and ``onednn``; set ``decode.cpu_gemm`` to either for bit-identical translations across
-processes.
+Decoding (``auto`` in a :func:`cpu_gemm` block opened with ``timed=True`` that no training block encloses, as ``ordo
+translate``, ``ordo serve`` and the API's translate open it): which backend is faster for a product depends on its
+shape and row count in a way no rule on the CPU's flags captures. oneDNN's packed weights win for a few rows of a
+wide layer (the output projection of a beam's rows most of all) and lose to BLAS by a fixed overhead per call on
+narrow layers and single rows. So each key (weight shape, row count up to :data:`SMALL_ROW_BUCKET`: a beam's rows)
+is timed on its own products (:class:`KeyTiming`): on the rule's backend until they have taken
+:data:`TIMING_AFTER_S` (a key used a few times would not pay its timing back), then a few of one of its weights on
+the other backend, and the faster per row is kept for the rest of the process: the rule's backend unless the other
+is faster by :data:`TIMING_MARGIN`; a key the rule's backend kept is tried once more after :data:`RETRY_AFTER_S`,
+beside the backends its neighbours in the step chose (a product is slower right after one of the other backend). No
+product runs twice, so the timing costs the slower backend's few products, and oneDNN's kernel for the shape; a key
+whose products BLAS finishes faster than oneDNN can run any product (:func:`onednn_floor`) keeps BLAS untried. A key
+that chose BLAS drops the packed weights its trials made. Products of more rows (a file's batch of beams) keep the
+rule's backend untimed: there the two backends were level or BLAS ahead where the rule is BLAS
+(``bench/results/cpu_defaults.md``), while a oneDNN choice builds a kernel for each row count the batch meets as its
+sentences finish, and the timing of those many rarely repeated counts cost more than it could win (auto trailed BLAS
+by 6-16% on a whole file). Once a key is decided, a product of its shape and row count finds its backend by one
+lookup (:func:`linear`): a decoding step of the tiny preset is a few dozen products of about 10 us each, so the
+checks and the key of a product must cost little beside them. A block opened under CPU autocast keeps the rule (its
+products run in the autocast dtype). The translations of two processes can then differ where float32 rounding
+decides a near tie, as they can between ``blas`` and ``onednn``; set ``decode.cpu_gemm`` to either for bit-identical
+translations across processes.
 
 The two paths compute the same products with a different order of additions, so results agree to float32
 rounding (about 1e-6 relative), not bit for bit; each path is deterministic for a given shape and thread count.
@@ -338,14 +336,16 @@ class KeyTiming:
     the least time: the least of the rule's many products is its luckiest, against the other's few (in one
     translation a base model's (512 x 512) layers at 5 rows took 190-460 us on BLAS, 175 us at least, and
     about 175 us on oneDNN; the least kept BLAS, which averaged 217 us against oneDNN's 174 us over the
-    translation), while one slow product (the machine busy for a moment) moves no median. No product is run twice for the timing, so it costs only the other backend's
-    few products where it is the slower, and oneDNN's packing and kernel for the shape.
+    translation), while one slow product (the machine busy for a moment) moves no median. No product is run
+    twice for the timing, so it costs only the other backend's few products where it is the slower, and oneDNN's
+    packing and kernel for the shape.
 
     A key that keeps the rule's backend is tried once more (:meth:`retry`), after its products have taken
     :data:`RETRY_AFTER_S` more: a product runs slower right after one of the other backend (on the AMD EPYC
     (AVX2), a (5 x 512) by (512 x 512) oneDNN product took 118-130 us after a (5 x 512) by (512 x 2048) oneDNN
-    product and 159-174 us after the same product on BLAS), so a first trial, which runs while most keys still run the rule's backend, judges the
-    other backend beside products it will not run beside once the keys around it have left the rule's (a base
+    product and 159-174 us after the same product on BLAS), so a first trial, which runs while most keys still
+    run the rule's backend, judges the other backend beside products it will not run beside once the keys
+    around it have left the rule's (a base
     model's (512 x 512) layers at 5 rows stayed on BLAS that way, 141-154 us a product, where they took 120-131
     on oneDNN among oneDNN products). The second trial runs beside the products the choice will run beside."""
 

@@ -107,10 +107,12 @@ def parse_args() -> argparse.Namespace:
     verbs = parser.add_subparsers(dest="verb", required=True)
     run = verbs.add_parser("run", help="train, translate and record systems")
     run.add_argument("systems", nargs="+", metavar="SYSTEM.seedN", help="names from the suite's systems.yaml")
-    run.add_argument("--suite", required=True, help="folder of recipes/ with suite.yaml and the configs")
-    run.add_argument("--data-dir", type=Path, help="corpus folder (default: the one the corpus's recorded runs "
-                     "trained on, else the suite's: suite.yaml's data_dir, or ../shared/data/CORPUS)")
-    run.add_argument("--work", type=Path, help="default: work/SUITE")
+    staging = verbs.add_parser("prepare", help="prepare a suite's data for every system, without training")
+    for verb in (run, staging):
+        verb.add_argument("--suite", required=True, help="folder of recipes/ with suite.yaml and the configs")
+        verb.add_argument("--data-dir", type=Path, help="corpus folder (default: the one the corpus's recorded runs "
+                          "trained on, else the suite's: suite.yaml's data_dir, or ../shared/data/CORPUS)")
+        verb.add_argument("--work", type=Path, help="default: work/SUITE")
     run.add_argument("--hyps", type=Path, help=f"where the runs record (default: {HYPS.relative_to(ROOT)})")
     run.add_argument("--trial-steps", type=int, help="for tests: train this many updates, not the suite's "
                      "(allowed on a CPU for a suite that needs a GPU; needs --hyps)")
@@ -120,10 +122,6 @@ def parse_args() -> argparse.Namespace:
     run.add_argument("--threads", type=int, help="CPU threads per run (default: the suite's train.yaml); two queues "
                      "of one thread each train about 20%% more updates per hour on 2 cores than one of two")
     run.add_argument("--budget", help=f"a budget of the suite's budgets file (default: {DEFAULT}; recipes/budgets.py)")
-    staging = verbs.add_parser("prepare", help="prepare a suite's data for every system, without training")
-    staging.add_argument("--suite", required=True, help="folder of recipes/ with suite.yaml and the configs")
-    staging.add_argument("--data-dir", type=Path, help="corpus folder (default: as for run)")
-    staging.add_argument("--work", type=Path, help="default: work/SUITE")
     for verb, text in (("pending", "list the runs the verdicts still need in this machine's sets"),
                        ("queue", "run what the verdicts still need, beside other workers")):
         listing = verbs.add_parser(verb, help=text)
@@ -473,12 +471,12 @@ def prepare_suite(runs: SuiteRuns) -> list[Path]:
     machine has no word aligner), whose runs then find them prepared. The prepared folders, in the order of their
     configs' names."""
     suite = RECIPES / runs.suite
-    systems = read_yaml(suite / "systems.yaml")
+    systems, suite_spec = read_yaml(suite / "systems.yaml"), read_yaml(suite / "suite.yaml")
     other_names = aliases(systems)
     prepared = []
     for prepare_file in sorted({system_entry(name, entry)[0] for name, entry in systems.items()
                                 if name not in other_names}):
-        spec = run_spec(read_yaml(suite / "suite.yaml"), prepare_file)
+        spec = run_spec(suite_spec, prepare_file)
         prepared.append(prepared_data(runs, spec, prepare_file, corpus_folder(runs, spec))[1])
     return prepared
 
