@@ -18,8 +18,8 @@ the backends' order:
   preset, but not auto's timing of the file's row counts); the sentences one at a time follow in the warm process.
 - beam search in one warm process (``--warm-rounds N``): the same model, file and sentences, each backend once
   untimed (oneDNN's weights packed, auto's keys decided), then N rounds with the three back to back, the order
-  rotating: a server's or a long file's steady state, and a comparison that a slow spell of the machine (which
-  outlasts a round) touches alike.
+  rotating (for the sentences one at a time, from sentence to sentence): a server's or a long file's steady
+  state, and a comparison that a slow spell of the machine touches alike.
 
 Then, per product (``--products``, in a process of its own): each layer shape of each preset (the output
 projection at the prepared vocabulary's size) at 1, 5 and 200 rows (one row, a beam of 5, a file's batch of
@@ -211,14 +211,8 @@ def source_lines(source: str, count: int) -> list[str]:
 def timed_rates(run: Any, lines: list[str], sentences: int, single: int, backend: str) -> tuple[float, float]:
     """Beam-5 sentences/s on ``backend`` over the first ``sentences`` lines in one call and the first ``single``
     one per call."""
-    decode = {"beam_size": 5, "cpu_gemm": backend}
-    start = time.perf_counter()
-    run.translate(lines[:sentences], **decode)
-    file_rate = sentences / (time.perf_counter() - start)
-    start = time.perf_counter()
-    for line in lines[:single]:
-        run.translate([line], **decode)
-    return file_rate, single / (time.perf_counter() - start)
+    file_rate = sentences / translation_seconds(run, lines[:sentences], backend)
+    return file_rate, single / sum(translation_seconds(run, [line], backend) for line in lines[:single])
 
 
 def translate_child(run_dir: str, backend: str, sentences: int, single: int, source: str, result: str) -> None:
@@ -233,9 +227,11 @@ def translate_child(run_dir: str, backend: str, sentences: int, single: int, sou
 
 def warm_child(run_dir: str, sentences: int, single: int, rounds: int, source: str, result: str) -> None:
     """The warm process: load the run's last checkpoint once, translate with every backend once untimed (oneDNN
-    packs its weights, auto decides its keys), then ``rounds`` rounds of :func:`timed_rates` with the backends
-    back to back in an order that rotates, so that a slow spell of the machine, which lasts longer than a
-    round, touches the three alike; the rates per backend, a value per round, as JSON to ``result``."""
+    packs its weights, auto decides its keys), then ``rounds`` rounds: the file by each backend in an order that
+    rotates, then the sentences one at a time, each by the three backends back to back in an order that rotates
+    from sentence to sentence, so that a slow spell of the machine touches the three alike (interleaved by
+    round, not by sentence, the rounds' ratios spread 2-4 times as wide at the base preset); the rates per backend, a value per
+    round, as JSON to ``result``."""
     from ordo import api
 
     run = api.load_run(run_dir, "last", device="cpu")
@@ -243,12 +239,25 @@ def warm_child(run_dir: str, sentences: int, single: int, rounds: int, source: s
     for backend in BACKENDS:
         timed_rates(run, lines, sentences, single, backend)
     rates: dict[str, dict[str, list[float]]] = {backend: {"file": [], "single": []} for backend in BACKENDS}
+    turn = 0
     for index in range(rounds):
         for backend in rotated(list(BACKENDS), index):
-            file_rate, single_rate = timed_rates(run, lines, sentences, single, backend)
-            rates[backend]["file"].append(file_rate)
-            rates[backend]["single"].append(single_rate)
+            rates[backend]["file"].append(sentences / translation_seconds(run, lines[:sentences], backend))
+        seconds = dict.fromkeys(BACKENDS, 0.0)
+        for line in lines[:single]:
+            for backend in rotated(list(BACKENDS), turn):
+                seconds[backend] += translation_seconds(run, [line], backend)
+            turn += 1
+        for backend in BACKENDS:
+            rates[backend]["single"].append(single / seconds[backend])
     Path(result).write_text(json.dumps(rates))
+
+
+def translation_seconds(run: Any, lines: list[str], backend: str) -> float:
+    """Seconds of one beam-5 translation of ``lines`` in one call on ``backend``."""
+    start = time.perf_counter()
+    run.translate(lines, beam_size=5, cpu_gemm=backend)
+    return time.perf_counter() - start
 
 
 def rotated(backends: list[str], index: int) -> list[str]:
@@ -550,7 +559,8 @@ def report(args: argparse.Namespace, command: str, tables: list[str], started: s
     setting = (f"Multi30k En→De (the recipe's data and train.yaml, `model.preset` set), 3,000-token batches, "
                f"{args.warmup} warm-up updates per run, {args.threads} threads, {args.rounds} round(s) of training "
                f"and {args.decode_rounds} of beam search, each in a process of its own, and {args.warm_rounds} of beam "
-               f"search in one warm process per preset, the backends back to back (\"warm process\"); the best round "
+               f"search in one warm process per preset, the backends back to back (one at a time: sentence by "
+               f"sentence) (\"warm process\"); the best round "
                f"of each (other work only slows a run; each round's figure in brackets); beam 5 over the first "
                f"{args.sentences} sentences of test2016 in one call and the first {args.single} one at a time, by "
                f"each preset's barely trained model (hypotheses "

@@ -25,10 +25,11 @@ shape and row count in a way no rule on the CPU's flags captures. oneDNN's packe
 wide layer (the output projection of a beam's rows most of all) and lose to BLAS by a fixed overhead per call on
 narrow layers and single rows. So each key (weight shape, row count up to :data:`SMALL_ROW_BUCKET`: a beam's rows)
 is timed on its own products (:class:`KeyTiming`): on the rule's backend until they have taken
-:data:`TIMING_AFTER_S` (a key used a few times would not pay its timing back), then a few of one of its weights on
-the other backend, and the faster per row is kept for the rest of the process: the rule's backend unless the other
-is faster by :data:`TIMING_MARGIN`; a key the rule's backend kept is tried once more after :data:`RETRY_AFTER_S`,
-beside the backends its neighbours in the step chose (a product is slower right after one of the other backend). No
+:data:`TIMING_AFTER_S` (a key used a few times would not pay its timing back), then a few on the other backend, all
+the key's layers at once (a product is slower right after one of the other backend, so a trial judges each backend
+beside its own products), and the faster per row is kept for the rest of the process: the rule's backend unless
+the other is faster by :data:`TIMING_MARGIN`; a key the rule's backend kept is tried once more after
+:data:`RETRY_AFTER_S`, beside the backends its neighbours in the step chose. No
 product runs twice, so the timing costs the slower backend's few products, and oneDNN's kernel for the shape; a key
 whose products BLAS finishes faster than oneDNN can run any product (:func:`onednn_floor`) keeps BLAS untried. A key
 that chose BLAS drops the packed weights its trials made. Products of more rows (a file's batch of beams) keep the
@@ -329,25 +330,26 @@ def _seconds(call: Callable[[], object]) -> float:
 @dataclass
 class KeyTiming:
     """The timing of one key (weight shape, rows, threads) in decoding, on its real products: first on the rule's
-    backend (``rule``) until they have taken :data:`TIMING_AFTER_S`, then those of one of its weights on the other
-    until :data:`TRIAL_RUNS` of them are timed (:meth:`record`: not its first, nor one that packed a weight); then
-    :func:`pick` decides on each backend's median seconds per row: the other's over its trial, the rule's over
-    its latest :data:`RULE_RUNS` products, which for a key of several layers ran beside the trial. A median, not
-    the least time: the least of the rule's many products is its luckiest, against the other's few (in one
-    translation a base model's (512 x 512) layers at 5 rows took 190-460 us on BLAS, 175 us at least, and
-    about 175 us on oneDNN; the least kept BLAS, which averaged 217 us against oneDNN's 174 us over the
-    translation), while one slow product (the machine busy for a moment) moves no median. No product is run
-    twice for the timing, so it costs only the other backend's few products where it is the slower, and oneDNN's
-    packing and kernel for the shape.
+    backend (``rule``) until they have taken :data:`TIMING_AFTER_S` over at least :data:`TRIAL_RUNS` timed
+    products, then on the other backend, every weight of the key (the layers of its shape), until :data:`TRIAL_RUNS`
+    of its products are timed (:meth:`record`: not its first, nor one that packed a weight); then :func:`pick`
+    decides on each backend's median seconds per row: the other's over its trial, the rule's over its latest
+    :data:`RULE_RUNS` products before it. A median, not the least time: the least of the rule's many products is
+    its luckiest, against the other's few (in one translation a base model's (512 x 512) layers at 5 rows took
+    190-460 us on BLAS, 175 us at least, and about 175 us on oneDNN; the least kept BLAS, which averaged 217 us
+    against oneDNN's 174 us over the translation), while one slow product (the machine busy for a moment) moves no
+    median. No product is run twice for the timing, so it costs only the other backend's few products where it is
+    the slower, and oneDNN's packing and kernel for the shape; a trial that BLAS wins lets its packed copies go.
 
-    A key that keeps the rule's backend is tried once more (:meth:`retry`), after its products have taken
-    :data:`RETRY_AFTER_S` more: a product runs slower right after one of the other backend (on the AMD EPYC
-    (AVX2), a (5 x 512) by (512 x 512) oneDNN product took 118-130 us after a (5 x 512) by (512 x 2048) oneDNN
-    product and 159-174 us after the same product on BLAS), so a first trial, which runs while most keys still
-    run the rule's backend, judges the other backend beside products it will not run beside once the keys
-    around it have left the rule's (a base
-    model's (512 x 512) layers at 5 rows stayed on BLAS that way, 141-154 us a product, where they took 120-131
-    on oneDNN among oneDNN products). The second trial runs beside the products the choice will run beside."""
+    A product runs slower right after one of the other backend: on the AMD EPYC (AVX2), a (5 x 512) by
+    (512 x 512) oneDNN product took 118-130 us after a (5 x 512) by (512 x 2048) oneDNN product and 159-174 us after
+    the same product on BLAS. So the trial moves the whole key: a trial on one of its weights, the others still on
+    the rule's, judged oneDNN beside BLAS products of its own shape, and kept a base model's (512 x 512) layers at
+    5 rows on BLAS in 3 of 5 processes (the three layers of a decoder layer take turns), where they took 215 us a
+    product against oneDNN's 161 over a translation (``bench/RESULTS.md``, CPU defaults). And a key that keeps the
+    rule's backend is tried once more (:meth:`retry`), after its products have taken :data:`RETRY_AFTER_S` more: a
+    first trial runs while most keys still run the rule's backend, beside products it will not run beside once the
+    keys around it have chosen; the second runs beside the products the choice will run beside."""
 
     rule: str
     spent: float = 0.0  # seconds the key's products have taken on the rule's backend
@@ -355,7 +357,6 @@ class KeyTiming:
     trial_products: int = 0  # products run on the other backend so far ...
     other_per_row: list[float] = field(default_factory=list)  # ... its timed ones, s per row (not the first)
     packed: list[weakref.ref] = field(default_factory=list)  # weights its oneDNN products packed first
-    trial_weight: weakref.ref | None = None  # the one weight the other backend's trial runs on
     retried: bool = False  # whether this is the key's second trial (retry)
 
     @property
@@ -363,18 +364,11 @@ class KeyTiming:
         """The backend the rule's is timed against."""
         return "blas" if self.rule == "onednn" else "onednn"
 
-    def backend(self, weight: torch.Tensor) -> str:
-        """The backend the key's next product by ``weight`` runs on: the other backend's trial runs on one weight
-        of the key (the first its trial meets), the key's other weights (the layers of its shape) stay on the
-        rule's backend, so a trial that BLAS wins packs one weight for oneDNN, not one per layer: the packed
-        copies of a trial are memory the process holds until the choice (its peak)."""
-        if not (self.trial_products or (self.rule_per_row and self.spent >= self.after())):
-            return self.rule
-        trial_weight = self.trial_weight() if self.trial_weight is not None else None
-        if trial_weight is None:  # the trial's first product, or its weight is gone
-            self.trial_weight = weakref.ref(weight)
-            return self.other
-        return self.other if trial_weight is weight else self.rule
+    def backend(self) -> str:
+        """The backend the key's next product runs on: the rule's until the trial is due (class docstring), then
+        the other's for every weight of the key until the trial is over."""
+        due = len(self.rule_per_row) >= TRIAL_RUNS and self.spent >= self.after()
+        return self.other if self.trial_products or due else self.rule
 
     def record(self, backend: str, seconds: float, rows: int, packed: bool) -> str | None:
         """Count a product of ``rows`` rows that took ``seconds`` on ``backend`` (``packed``: it packed its
@@ -410,8 +404,8 @@ class KeyTiming:
         return RETRY_AFTER_S if self.retried else TIMING_AFTER_S
 
     def retry(self) -> None:
-        """Start the key's timing over for its second trial (class docstring), on the weight of its first (packed
-        already: the packed copies a trial holds stay one weight's)."""
+        """Start the key's timing over for its second trial (class docstring); the weights its first packed stay
+        packed."""
         self.spent, self.trial_products, self.retried = 0.0, 0, True
         self.rule_per_row.clear()
         self.other_per_row.clear()
@@ -434,7 +428,7 @@ def _timed_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | No
     timing = _timings.get(key)
     if timing is None:
         timing = _timings[key] = KeyTiming(_active)
-    backend = timing.backend(weight)
+    backend = timing.backend()
     packs = backend == "onednn" and not _has_packed(weight)
     if packs:
         timing.packed.append(weakref.ref(weight))

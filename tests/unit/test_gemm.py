@@ -247,10 +247,11 @@ TRIAL = ["onednn"] * (gemm.TRIAL_RUNS + 1)  # a key's products on the other back
 
 
 def timing_calls(faster: str, rule: str = "blas") -> list[str]:
-    """The backends a key's products run on until its choice, with one weight and no thresholds: the rule's, then
-    the other's trial; where the rule's is faster, the same again (its second trial)."""
+    """The backends a key's products run on until its choice, with one weight and no time thresholds: the rule's
+    until it has a trial's count of timed products, then the other's trial; where the rule's is faster, the same
+    again (its second trial)."""
     other = "onednn" if rule == "blas" else "blas"
-    first = [rule, *([other] * len(TRIAL))]
+    first = [rule] * gemm.TRIAL_RUNS + [other] * len(TRIAL)
     return first * (2 if faster == rule else 1)
 
 
@@ -290,41 +291,41 @@ def run_until_decided(weight: torch.Tensor, rows: int) -> int:
 
 @needs_onednn
 @pytest.mark.parametrize("faster", ["blas", "onednn"])
-def test_a_keys_trial_runs_on_one_of_its_weights(fake_costs, monkeypatch, faster):
+def test_a_keys_trial_moves_all_its_weights_to_the_other_backend_and_a_lost_trial_lets_their_packing_go(
+        fake_costs, monkeypatch, faster):
     packed_weights = []
     pack = gemm._pack
     monkeypatch.setattr(gemm, "_pack", lambda weight: packed_weights.append(weight) or pack(weight))
     fake_costs["onednn" if faster == "blas" else "blas"] = 2e-4
     layers = [torch.randn(40, 16) for _ in range(3)]  # three layers of one shape: one key
-    trials = 2 if faster == "blas" else 1  # the rule's kept at the first trial is tried once more
     with gemm.cpu_gemm("auto", timed=True), torch.no_grad():
-        for _ in range(trials * len(TRIAL) + 1):
+        for _ in range(8):  # rounds of a decoding step's three products
             for weight in layers:
                 gemm.linear(torch.randn(5, 16), weight)
         assert list(gemm._choices.values()) == [faster]
-        later = 2 if faster == "onednn" else 0  # the other two weights, packed once oneDNN is chosen
-        assert [weight is layers[1] for weight in packed_weights] == [True] + [False] * later, \
-            "the trials packed one weight"
-        for weight in layers:
-            gemm.linear(torch.randn(5, 16), weight)
         assert [gemm._has_packed(weight) for weight in layers] == [faster == "onednn"] * 3
-    calls = fake_costs["calls"]
-    assert calls[1::3] == [*TRIAL * trials, faster, faster], "the trials ran on the weight after the rule's first"
-    decided_in = trials * len(TRIAL)  # the round whose product by the trial's weight made the choice
-    assert calls[0::3] == ["blas"] * decided_in + [faster] * 2, "the key's other weights kept the rule's backend"
-    assert calls[2::3] == ["blas"] * (decided_in - 1) + [faster] * 3, "... until the choice"
+    assert [id(weight) for weight in packed_weights] == [id(weight) for weight in layers], \
+        "each weight packed once, by the first trial"
+    rounds = [fake_costs["calls"][i:i + 3] for i in range(0, 24, 3)]
+    rule, trial = ["blas"] * 3, ["onednn"] * 3  # the rule's 3 products, then the trial's: 3 packing, 3 timed
+    if faster == "onednn":
+        assert rounds == [rule, trial, trial] + [trial] * 5, "the whole key on oneDNN, then kept there"
+    else:  # the rule's kept at the first trial is tried again (its first product untimed, then 3)
+        assert rounds == [rule, trial, trial, rule, trial, ["onednn", "blas", "blas"]] + [rule] * 2
 
 
 @needs_onednn
 @pytest.mark.parametrize("outlier, faster", [(2e-5, "onednn"), (2e-3, "blas")])
-def test_a_choice_judges_each_backend_on_its_typical_product_not_one_lucky_or_slow(fake_costs, outlier, faster):
-    layers = [torch.randn(40, 16) for _ in range(4)]  # one key of four layers: the trial runs beside the rule
+def test_a_choice_judges_each_backend_on_its_typical_product_not_one_lucky_or_slow(
+        fake_costs, monkeypatch, outlier, faster):
+    layers = [torch.randn(40, 16) for _ in range(4)]  # one key of four layers
     typical = 1e-4 if faster == "onednn" else 1.2e-4  # BLAS's usual product, and oneDNN's
     fake_costs["onednn"] = typical
     usual = 2 * typical if faster == "onednn" else 1e-4
     fake_costs["blas"] = [usual] * 3 + [outlier] + [usual] * 60
+    monkeypatch.setattr(gemm, "TIMING_AFTER_S", 7.5 * usual)  # the outlier among the rule's products judged
     with gemm.cpu_gemm("auto", timed=True), torch.no_grad():
-        for _ in range(2 * len(TRIAL) + 1):  # the rule's backend kept is tried twice
+        for _ in range(10):
             for weight in layers:
                 gemm.linear(torch.randn(5, 16), weight)
     assert fake_costs["calls"].count("onednn") >= len(TRIAL)
