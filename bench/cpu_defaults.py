@@ -326,18 +326,18 @@ def products_child(presets: list[str], vocab: int, result: str) -> None:
 
 
 def auto_choice(x: Any, weight: Any, bias: Any) -> str:
-    """The backend ``cpu_gemm: auto`` chooses in decoding for the product x W^T + b (tensors): the product repeated,
-    timed by ``ordo.gemm.KeyTiming`` as a translation's products are, until its key (a beam's row count, or every
-    count above) is decided."""
+    """The backend ``cpu_gemm: auto`` chooses in decoding for the product x W^T + b (tensors): for a beam's rows the
+    product repeated, timed by ``ordo.gemm.KeyTiming`` as a translation's products are, until its key is decided;
+    above them the training rule's backend, untimed."""
     import torch
 
     from ordo import gemm
 
     rows = x.size(0)
-    key_rows = rows if rows <= gemm.SMALL_ROW_BUCKET else gemm.MANY_ROWS
-    key = (weight.size(0), weight.size(1), key_rows, torch.get_num_threads())
+    if rows > gemm.SMALL_ROW_BUCKET:
+        return f"{gemm.resolve('auto')} (the rule)"
+    key = (weight.size(0), weight.size(1), rows, torch.get_num_threads())
     gemm._choices.pop(key, None)
-    gemm._decided_by_threads.get(torch.get_num_threads(), {}).pop((weight.shape, key_rows), None)
     with gemm.cpu_gemm("auto", timed=True), torch.inference_mode():
         while key not in gemm._choices:
             gemm.linear(x, weight, bias)
@@ -425,8 +425,8 @@ def cpu_lines() -> list[str]:
            f"{info.get('model', '?')}), {os.cpu_count()} logical CPUs; vector extensions: {found}; PyTorch "
            f"{torch.__version__}, kernels {torch.backends.cpu.get_cpu_capability()}")
     auto = (f"`cpu_gemm: auto` resolves here to {gemm.resolve('auto')} in training ({gemm.auto_reason()}); in "
-            f"decoding it times both backends per product shape for each of a beam's row counts (up to "
-            f"{gemm.SMALL_ROW_BUCKET}) and for all counts above as one (the per-product table)")
+            f"decoding it times both backends per product shape for a beam's rows (up to {gemm.SMALL_ROW_BUCKET}) "
+            "and keeps the rule above (the per-product table)")
     return [cpu, auto]
 
 

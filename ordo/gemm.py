@@ -23,8 +23,7 @@ Decoding (``auto`` in a :func:`cpu_gemm` block opened with ``timed=True`` that n
 translate``, ``ordo serve`` and the API's translate open it): which backend is faster for a product depends on its
 shape and row count in a way no rule on the CPU's flags captures. oneDNN's packed weights win for a few rows of a
 wide layer (the output projection of a beam's rows most of all) and lose to BLAS by a fixed overhead per call on
-narrow layers and single rows. So each key (weight shape, and the row count up to :data:`SMALL_ROW_BUCKET`: a
-beam's rows; every count above it is one key, :data:`MANY_ROWS`: a file's batch of beams, an encoder's sentences)
+narrow layers and single rows. So each key (weight shape, row count up to :data:`SMALL_ROW_BUCKET`: a beam's rows)
 is timed on its own products (:class:`KeyTiming`): on the rule's backend until they have taken
 :data:`TIMING_AFTER_S` (a key used a few times would not pay its timing back), then a few on the other backend, all
 the key's layers at once (a product is slower right after one of the other backend, so a trial judges each backend
@@ -33,12 +32,14 @@ the other is faster by :data:`TIMING_MARGIN`; a key the rule's backend kept is t
 :data:`RETRY_AFTER_S`, beside the backends its neighbours in the step chose. No
 product runs twice, so the timing costs the slower backend's few products, and oneDNN's kernel for the shape; a key
 whose products BLAS finishes faster than oneDNN can run any product (:func:`onednn_floor`) keeps BLAS untried. A key
-that chose BLAS drops the packed weights its trials made. Above a beam's rows, the row count of a file's batch
-changes whenever a sentence finishes, so one key per shape covers them all, judged per row: a key per count (or per
-padded count) timed each of those rarely repeated counts anew, each trial a new oneDNN kernel, and cost more than it
-won (auto trailed BLAS by 6-16% on a whole file, ``bench/RESULTS.md``), while one key per shape is decided once,
-and a oneDNN choice builds a kernel for each padded count it meets (:func:`inference_rows`: 15 up to 256 rows).
-Once a key is decided, a product of its shape and row count finds its backend by one
+that chose BLAS drops the packed weights its trials made. Products of more rows (a file's batch of beams) keep the
+rule's backend untimed: there the two backends were level or BLAS ahead where the rule is BLAS
+(``bench/results/cpu_defaults.md``), while a oneDNN choice builds a kernel for each row count the batch meets as its
+sentences finish, and the timing of those many rarely repeated counts cost more than it could win (auto trailed BLAS
+by 6-16% on a whole file). One key per shape for all those counts, judged per row, was tried too: it sped a base
+model's 40-sentence file by 8-11% (its output projection on oneDNN), but its trials compared an encoder's products (a
+batch's source tokens, about 600 rows) with a decoder's (200), which chose differently from process to process,
+and a oneDNN choice there raised a small model's peak memory by 30-40 MB, 8-10% above BLAS's. Once a key is decided, a product of its shape and row count finds its backend by one
 lookup (:func:`linear`): a decoding step of the tiny preset is a few dozen products of about 10 us each, so the
 checks and the key of a product must cost little beside them. A block opened under CPU autocast keeps the rule (its
 products run in the autocast dtype). The translations of two processes can then differ where float32 rounding
@@ -95,7 +96,6 @@ _packed_frozen: dict[int, tuple[weakref.ref, int | None, torch.Tensor]] = {}
 PACK_ROWS = 8  # the row count oneDNN is told to expect when packing (the layout it picks serves any count)
 ROW_BUCKET = 128  # bf16 training products on a CPU see row counts that are multiples of this (module docstring)
 SMALL_ROW_BUCKET = 16  # ... or, up to ROW_BUCKET rows (an RNN's time step), multiples of this
-MANY_ROWS = SMALL_ROW_BUCKET + 1  # the row field of a decoding key for every count above a beam's (KeyTiming)
 TIMING_MARGIN = 0.05  # a timed choice leaves the rule's backend only for one faster by this share
 TRIAL_RUNS = 3  # timed products of a key on the other backend that decide it (KeyTiming)
 RULE_RUNS = 8  # the rule's latest timed products of a key that a choice judges it on (KeyTiming)
@@ -419,16 +419,14 @@ def _product(backend: str, x: torch.Tensor, weight: torch.Tensor, bias: torch.Te
     return _onednn_inference(x, weight, bias) if backend == "onednn" else F.linear(x, weight, bias)
 
 
-def _timed_linear(
-    x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, rows: int, key_rows: int
-) -> torch.Tensor:
-    """x W^T + b (``rows`` rows) on the backend chosen for its key (weight shape, ``key_rows``: ``rows`` up to
-    :data:`SMALL_ROW_BUCKET`, else :data:`MANY_ROWS`; threads), which its products time until the choice is made (:class:`KeyTiming`); a weight packed only for the
-    timing is let go if BLAS wins. A decided key's backend is kept for :func:`linear`'s fast path."""
-    key = (weight.size(0), weight.size(1), key_rows, torch.get_num_threads())
+def _timed_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, rows: int) -> torch.Tensor:
+    """x W^T + b (``rows`` rows, at most :data:`SMALL_ROW_BUCKET`) on the backend chosen for its key (weight
+    shape, rows, threads), which its products time until the choice is made (:class:`KeyTiming`); a weight packed
+    only for the timing is let go if BLAS wins. A decided key's backend is kept for :func:`linear`'s fast path."""
+    key = (weight.size(0), weight.size(1), rows, torch.get_num_threads())
     choice = _choices.get(key)
     if choice is not None:
-        _decided[weight.shape, key_rows] = choice
+        _decided[weight.shape, rows] = choice
         return _product(choice, x, weight, bias)
     timing = _timings.get(key)
     if timing is None:
@@ -506,12 +504,12 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = No
     if (_timed and x.is_cpu and x.dtype == torch.float32 and weight.dtype == torch.float32
             and not torch.is_grad_enabled()):
         rows = x.numel() // max(x.shape[-1], 1)
-        key_rows = rows if rows <= SMALL_ROW_BUCKET else MANY_ROWS
-        choice = _decided.get((weight.shape, key_rows))
-        if choice is not None:
-            return _product(choice, x, weight, bias)
-        if _timeable(x, weight, bias):
-            return _timed_linear(x, weight, bias, rows, key_rows)
+        if rows <= SMALL_ROW_BUCKET:  # more rows keep the rule's backend untimed
+            choice = _decided.get((weight.shape, rows))
+            if choice is not None:
+                return _product(choice, x, weight, bias)
+            if _timeable(x, weight, bias):
+                return _timed_linear(x, weight, bias, rows)
     if not _use_onednn(x, weight):
         if torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad) and buckets_rows(x):
             return _bucketed_linear(x, weight, bias)
