@@ -230,8 +230,8 @@ def warm_child(run_dir: str, sentences: int, single: int, rounds: int, source: s
     packs its weights, auto decides its keys), then ``rounds`` rounds: the file by each backend in an order that
     rotates, then the sentences one at a time, each by the three backends back to back in an order that rotates
     from sentence to sentence, so that a slow spell of the machine touches the three alike (interleaved by
-    round, not by sentence, the rounds' ratios spread 2-4 times as wide at the base preset); the rates per backend, a value per
-    round, as JSON to ``result``."""
+    round, not by sentence, the rounds' ratios spread 2-4 times as wide at the base preset); the rates per
+    backend, a value per round, as JSON to ``result``."""
     from ordo import api
 
     run = api.load_run(run_dir, "last", device="cpu")
@@ -241,11 +241,11 @@ def warm_child(run_dir: str, sentences: int, single: int, rounds: int, source: s
     rates: dict[str, dict[str, list[float]]] = {backend: {"file": [], "single": []} for backend in BACKENDS}
     turn = 0
     for index in range(rounds):
-        for backend in rotated(list(BACKENDS), index):
+        for backend in rotated(BACKENDS, index):
             rates[backend]["file"].append(sentences / translation_seconds(run, lines[:sentences], backend))
         seconds = dict.fromkeys(BACKENDS, 0.0)
         for line in lines[:single]:
-            for backend in rotated(list(BACKENDS), turn):
+            for backend in rotated(BACKENDS, turn):
                 seconds[backend] += translation_seconds(run, [line], backend)
             turn += 1
         for backend in BACKENDS:
@@ -260,10 +260,10 @@ def translation_seconds(run: Any, lines: list[str], backend: str) -> float:
     return time.perf_counter() - start
 
 
-def rotated(backends: list[str], index: int) -> list[str]:
+def rotated(backends: Sequence[str], index: int) -> list[str]:
     """The backends in round ``index``'s order: each round starts one further along."""
     start = index % len(backends)
-    return backends[start:] + backends[:start]
+    return [*backends[start:], *backends[:start]]
 
 
 PRODUCT_ROWS = (1, 5, 200)

@@ -29,22 +29,22 @@ is timed on its own products (:class:`KeyTiming`): on the rule's backend until t
 the key's layers at once (a product is slower right after one of the other backend, so a trial judges each backend
 beside its own products), and the faster per row is kept for the rest of the process: the rule's backend unless
 the other is faster by :data:`TIMING_MARGIN`; a key the rule's backend kept is tried once more after
-:data:`RETRY_AFTER_S`, beside the backends its neighbours in the step chose. No
-product runs twice, so the timing costs the slower backend's few products, and oneDNN's kernel for the shape; a key
-whose products BLAS finishes faster than oneDNN can run any product (:func:`onednn_floor`) keeps BLAS untried. A key
-that chose BLAS drops the packed weights its trials made. Products of more rows (a file's batch of beams) keep the
-rule's backend untimed: there the two backends were level or BLAS ahead where the rule is BLAS
-(``bench/results/cpu_defaults.md``), while a oneDNN choice builds a kernel for each row count the batch meets as its
-sentences finish, and the timing of those many rarely repeated counts cost more than it could win (auto trailed BLAS
-by 6-16% on a whole file). One key per shape for all those counts, judged per row, was tried too: it sped a base
-model's 40-sentence file by 8-11% (its output projection on oneDNN), but its trials compared an encoder's products (a
-batch's source tokens, about 600 rows) with a decoder's (200), which chose differently from process to process,
-and a oneDNN choice there raised a small model's peak memory by 30-40 MB, 8-10% above BLAS's. Once a key is decided, a product of its shape and row count finds its backend by one
-lookup (:func:`linear`): a decoding step of the tiny preset is a few dozen products of about 10 us each, so the
-checks and the key of a product must cost little beside them. A block opened under CPU autocast keeps the rule (its
-products run in the autocast dtype). The translations of two processes can then differ where float32 rounding
-decides a near tie, as they can between ``blas`` and ``onednn``; set ``decode.cpu_gemm`` to either for bit-identical
-translations across processes.
+:data:`RETRY_AFTER_S`, beside the backends its neighbours in the step chose. No product runs twice, so the timing
+costs the slower backend's few products, and oneDNN's kernel for the shape; a key whose products BLAS finishes
+faster than oneDNN can run any product (:func:`onednn_floor`) keeps BLAS untried. A key that chose BLAS drops the
+packed weights its trials made. Products of more rows (a file's batch of beams) keep the rule's backend untimed:
+there the two backends were level or BLAS ahead where the rule is BLAS (``bench/results/cpu_defaults.md``), while
+a oneDNN choice builds a kernel for each row count the batch meets as its sentences finish, and the timing of those
+many rarely repeated counts cost more than it could win (auto trailed BLAS by 6-16% on a whole file). One key per
+shape for all those counts, judged per row, was tried too: it sped a base model's 40-sentence file by 8-11% (its
+output projection on oneDNN), but its trials compared an encoder's products (a batch's source tokens, about 600
+rows) with a decoder's (200), which chose differently from process to process, and a oneDNN choice there raised a
+small model's peak memory by 30-40 MB, 8-10% above BLAS's. Once a key is decided, a product of its shape and row
+count finds its backend by one lookup (:func:`linear`): a decoding step of the tiny preset is a few dozen products
+of about 10 us each, so the checks and the key of a product must cost little beside them. A block opened under CPU
+autocast keeps the rule (its products run in the autocast dtype). The translations of two processes can then
+differ where float32 rounding decides a near tie, as they can between ``blas`` and ``onednn``; set
+``decode.cpu_gemm`` to either for bit-identical translations across processes.
 
 The two paths compute the same products with a different order of additions, so results agree to float32
 rounding (about 1e-6 relative), not bit for bit; each path is deterministic for a given shape and thread count.

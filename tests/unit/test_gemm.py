@@ -359,7 +359,8 @@ def test_above_a_beams_rows_products_keep_the_rules_backend_untimed(fake_costs, 
 
 @needs_onednn
 @pytest.mark.parametrize("rule", ["blas", "onednn"])
-def test_a_key_is_tried_once_its_products_have_taken_the_threshold_and_again_where_the_rule_won(fake_costs, monkeypatch, rule):
+def test_a_key_is_tried_once_its_products_have_taken_the_threshold_and_again_where_the_rule_won(
+        fake_costs, monkeypatch, rule):
     monkeypatch.setattr(gemm, "resolve", lambda backend: rule if backend == "auto" else backend)
     monkeypatch.setattr(gemm, "TIMING_AFTER_S", 2.5e-4)
     monkeypatch.setattr(gemm, "RETRY_AFTER_S", 4.5e-4)
