@@ -28,7 +28,8 @@ each claim's ``seeds`` of both its systems, seed by seed across systems (seed 1 
 systems first, then seed 2, ...), leaving out the claims marked ``first_pass`` and the suites that need a GPU
 where there is none. ``queue`` works that list off, each time the next run no other process holds (``run``
 takes the same lock), until every run is recorded or held by another process: two workers of one thread each,
-started side by side, share the list. Their ``--budget NAME`` applies to the suites that name budgets (the
+started side by side, share the list. ``queue --start-within MINUTES`` starts no run after that many minutes (a
+lent GPU's call ends at a fixed time, and a run it cuts off is lost: bench/gpu/verdicts.sh). Their ``--budget NAME`` applies to the suites that name budgets (the
 paper-scale ones); the others train to their one schedule.
 
 A suite's corpus folder is ``run --data-dir DIR`` where given, else the one its corpus's recorded runs trained
@@ -43,7 +44,7 @@ usage: python recipes/replicate.py run --suite enja_verdict [--data-dir DIR] [--
            [--budget NAME] [--hyps DIR [--trial-steps N] [--trial-set KEY=VALUE ...]] SYSTEM.seedN [...]
        python recipes/replicate.py prepare --suite SUITE [--data-dir DIR] [--work DIR]
        python recipes/replicate.py pending [--suite SUITE ...] [--threads N] [--budget NAME]
-       python recipes/replicate.py queue [--suite SUITE ...] [--threads N] [--budget NAME]
+       python recipes/replicate.py queue [--suite SUITE ...] [--threads N] [--budget NAME] [--start-within MIN]
        python recipes/replicate.py tables [--out bench/results/verdicts.md] [--results bench/RESULTS.md]
            [--data-dir CORPUS=DIR ...]
 """
@@ -57,6 +58,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -129,6 +131,9 @@ def parse_args() -> argparse.Namespace:
                              help="only this suite's runs (repeatable; default: every verdict suite)")
         listing.add_argument("--threads", type=int, help="CPU threads of each run (as for run)")
         listing.add_argument("--budget", help=f"the budget of the suites that name budgets (default: {DEFAULT})")
+        if verb == "queue":
+            listing.add_argument("--start-within", type=float, metavar="MINUTES",
+                                 help="start no run after this many minutes from the queue's start (default: no limit)")
     tables = verbs.add_parser("tables", help="rebuild the verdicts table from bench/results/hyps/")
     tables.add_argument("--hyps", type=Path, default=HYPS,
                         help="folder of CORPUS/SET/SYSTEM.seedN.txt (default: %(default)s)")
@@ -574,14 +579,20 @@ def selected_runs(claims: list[dict], suites: list[str] | None, threads: int | N
     return pending_runs(claims, HYPS, sets)
 
 
-def work_queue(claims: list[dict], suites: list[str] | None, threads: int | None, budget: str | None = None) -> None:
+def work_queue(claims: list[dict], suites: list[str] | None, threads: int | None, budget: str | None = None,
+               start_within: float | None = None) -> None:
     """Run the first pending run (:func:`selected_runs`) that no other process holds (:func:`run_system`), and
     go on until every pending run is recorded or held by another process (or was run by this one: a run that
-    recorded elsewhere than :func:`selected_runs` looks is not run twice)."""
+    recorded elsewhere than :func:`selected_runs` looks is not run twice), or until ``start_within`` minutes
+    have passed since the call (None: no limit), after which no run starts."""
     check_ordo_source()  # another checkout's ordo, or an uncommitted checkout, stops here, before any run
     commit_id()
+    deadline = None if start_within is None else time.monotonic() + 60 * start_within
     done: set[str] = set()
     while True:
+        if deadline is not None and time.monotonic() >= deadline:
+            print(f"== queue: {start_within:g} minutes have passed: no run starts now", flush=True)
+            return
         for run in selected_runs(claims, suites, threads, budget):
             if str(run) in done:
                 continue
@@ -618,7 +629,7 @@ def main() -> None:
             print("".join(f"{run}\t{HYPS.relative_to(ROOT) / run.corpus / run.set}\n"
                           for run in selected_runs(claims, args.suites, args.threads, args.budget)), end="")
         elif args.verb == "queue":
-            work_queue(claims, args.suites, args.threads, args.budget)
+            work_queue(claims, args.suites, args.threads, args.budget, args.start_within)
         else:
             write_tables(claims, args.hyps, CorpusFolders(args.data_root, dict(args.data_dir)), args.out,
                          args.results)

@@ -281,6 +281,28 @@ def test_the_queue_runs_what_is_pending_and_leaves_a_run_another_process_holds(t
     assert replicate.selected_runs(claims, ["enja_verdict"], 1) == []  # only another suite's runs asked for
 
 
+def test_the_queue_starts_no_run_once_its_minutes_to_start_have_passed(tmp_path, monkeypatch):
+    monkeypatch.setattr(replicate, "HYPS", tmp_path / "hyps")
+    monkeypatch.setattr(replicate, "machine_set", lambda suite, threads, budget: SET)
+    monkeypatch.setattr(replicate, "commit_id", lambda: "0123abc")
+    clock = [1000.0]
+    monkeypatch.setattr(replicate.time, "monotonic", lambda: clock[0])
+    ran = []
+
+    def run_system(runs, label):  # each run takes 3 minutes
+        ran.append(label)
+        clock[0] += 180
+        write_hyps(tmp_path / "hyps" / "multi30k" / SET, *verdicts.split_seed(label), ["a"])
+        return True
+
+    monkeypatch.setattr(replicate, "run_system", run_system)
+    claims = [{"paper": "p", "claim": "c", "corpus": "multi30k", "baseline": "baseline", "system": "exgre"}]
+    replicate.work_queue(claims, None, 1, start_within=5)
+    assert ran == ["baseline.seed1", "exgre.seed1"]  # the third would start at minute 6
+    replicate.work_queue(claims, None, 1, start_within=0)
+    assert len(ran) == 2
+
+
 def test_a_run_another_process_holds_is_left_alone_and_a_recorded_one_not_trained_again(tmp_path, monkeypatch):
     corpus = tmp_path / "data"
     corpus.mkdir()

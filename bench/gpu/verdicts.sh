@@ -3,8 +3,9 @@
 # call it). WORKERS (default 9) workers of `recipes/replicate.py queue --suite SUITE` train side by side in the
 # staged tree for MINUTES (default 9) minutes, seed by seed across the suite's systems, each run at the staged
 # commit (ORDO_COMMIT) on the data prepared here; a run is recorded when it finishes, and one the time limit cuts
-# off is lost with the machine. The first pass (En->De, an H200, bf16, one CPU thread a run as here) did 11 runs
-# in 5.6 minutes with 9 workers (2.1 training minutes a run alone).
+# off is lost with the machine, so no worker starts a run after START minutes (default MINUTES - 4). The first
+# pass (En->De, an H200, bf16, one CPU thread a run as here) did 11 runs in 5.6 minutes with 9 workers (1.2-4.2
+# training minutes a run side by side).
 # One call of 10 minutes and the machine's start use most of a session's 15 minutes of device time: the GPU
 # check of issue 41 (bench/gpu/check.sh) then waits for another session.
 # Back in $OUT: device.txt (the GPU, torch, the runs pending before and the files recorded after) and
@@ -20,6 +21,7 @@ T=$S/tree
 OUT=${OUT:-/tmp/out}
 WORKERS=${WORKERS:-9}
 MINUTES=${MINUTES:-9}
+START=${START:-$((MINUTES - 4))}
 SUITE=${SUITE:-$(cat "$S/suite")}
 mkdir -p "$OUT" /tmp/logs
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site "$S"/whl/*.whl || exit 3
@@ -31,8 +33,9 @@ python3 -c "import torch, sacrebleu; print('torch', torch.__version__, 'sacreble
 cd "$T" || exit 5
 python3 recipes/replicate.py pending --suite "$SUITE" | tee -a "$OUT/device.txt"
 for worker in $(seq "$WORKERS"); do
-  timeout "${MINUTES}m" python3 recipes/replicate.py queue --suite "$SUITE" --threads 1 > "/tmp/logs/queue_$worker.log" 2>&1 &
-  sleep 5  # each worker takes the next run no other holds; the first prepares nothing (staged)
+  timeout "${MINUTES}m" python3 recipes/replicate.py queue --suite "$SUITE" --threads 1 \
+    --start-within "$START" > "/tmp/logs/queue_$worker.log" 2>&1 &
+  sleep 2  # each worker takes the next run no other holds (a lock per run); nothing to prepare (staged)
 done
 wait
 echo "recorded:" >> "$OUT/device.txt"
