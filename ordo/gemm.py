@@ -11,13 +11,19 @@ it:
 - ``auto``: in training, a rule on the CPU (:func:`onednn_wins`); in decoding, the faster of the two for each
   product shape, timed on the machine at hand (:class:`KeyTiming`).
 
-Training (``auto``): oneDNN on x86 CPUs not made by Intel that have AVX-512, BLAS elsewhere. There MKL's
-generic path runs AVX2 code where oneDNN runs AVX-512 code, and oneDNN trains much faster; on an AMD CPU
-without AVX-512 that generic path is the CPU's best code, and oneDNN trains slower with more memory; on an Intel
-CPU MKL runs its own best code. The figures per CPU kind are in ``bench/results/cpu_defaults.md`` and
-``bench/results/cpu_gemm.md``. A rule on the CPU's vendor and flags, not a timing: every process of a run (and
-a resumed run, and its validation's translations) on the same kind of CPU takes the same backend, so the run's
-results do not depend on how busy the machine was.
+Training (``auto``): oneDNN on x86 CPUs not made by Intel that have AVX-512, for the products of weights whose
+sides are both at least :data:`AUTO_MIN_WIDTH` (256); BLAS elsewhere. There MKL's generic path runs AVX2 code
+where oneDNN runs AVX-512 code, and on an AMD EPYC with AVX-512 (Zen 5) oneDNN trained the small and base presets
+(256- and 512-wide layers) 1.39x and 1.59x as fast as BLAS, but the tiny one (128-wide) at 0.88x with 1.6x the
+memory: a narrow product is too small for oneDNN's kernels to pay their cost. On an AMD CPU without AVX-512 that
+generic path is the CPU's best code, and oneDNN trains slower with more memory; on an Intel CPU MKL runs its own
+best code. The figures per CPU kind are in ``bench/results/cpu_defaults.md`` (AVX2),
+``bench/results/cpu_defaults_amd_avx512.md`` and ``bench/results/cpu_gemm.md``. A rule on the CPU's vendor and
+flags and the weight's shape, not a timing: every process of a run (and a resumed run, and its validation's
+translations) on the same kind of CPU takes the same backend for each layer, so the run's results do not depend
+on how busy the machine was. oneDNN builds and keeps a kernel for each shape it meets, and token batching brings
+a new row count nearly every batch, so a training product on oneDNN pads its rows as bf16 training does (below):
+without it a tiny model's 200 updates held 1.5 GB, with it 0.9 GB (BLAS 0.6 GB).
 
 Decoding (``auto`` in a :func:`cpu_gemm` block opened with ``timed=True`` that no training block encloses, as ``ordo
 translate``, ``ordo serve`` and the API's translate open it): which backend is faster for a product depends on its
@@ -53,10 +59,10 @@ validation) the weights are packed once into oneDNN's layout (:func:`_packed`).
 
 Training under bf16 autocast on a CPU, torch runs every product on oneDNN, which builds (and caches) a kernel for
 each new shape; with token batching nearly every batch brings a new number of rows, so the caches grow with
-every update and the steps slow down as they do (bench/RESULTS.md). There the rows of each product are padded
-with zeros to a multiple of :data:`ROW_BUCKET` (of :data:`SMALL_ROW_BUCKET` for small products;
-:func:`bucketed_rows`), which bounds the shapes, keeps the memory flat and the step time steady; the padded rows
-are cut off again.
+every update and the steps slow down as they do (bench/RESULTS.md). There, and for float32 training products on
+oneDNN, the rows of each product are padded with zeros to a multiple of :data:`ROW_BUCKET` (of
+:data:`SMALL_ROW_BUCKET` for small products; :func:`bucketed_rows`), which bounds the shapes, keeps the memory
+flat and the step time steady; the padded rows are cut off again.
 """
 
 from __future__ import annotations
@@ -80,6 +86,7 @@ from torch.utils.weak import WeakIdKeyDictionary
 from ordo.errors import ConfigError
 
 _active: str = "blas"  # the resolved backend inside the innermost :func:`cpu_gemm` context
+_auto_rule: bool = False  # whether that block's oneDNN is auto's rule, which keeps narrow weights on BLAS
 _timed: bool = False  # whether that block chooses per product by timing (module docstring)
 # (out features, in features, rows, threads) -> the faster backend, timed once per process
 _choices: dict[tuple[int, int, int, int], str] = {}
@@ -94,8 +101,9 @@ _packed_weights: WeakIdKeyDictionary | None = None  # trained weight -> packed c
 # happens for every product of a decoding step, and the reference's callback drops the entry with the weight
 _packed_frozen: dict[int, tuple[weakref.ref, int | None, torch.Tensor]] = {}
 PACK_ROWS = 8  # the row count oneDNN is told to expect when packing (the layout it picks serves any count)
-ROW_BUCKET = 128  # bf16 training products on a CPU see row counts that are multiples of this (module docstring)
+ROW_BUCKET = 128  # training products (bf16, or float32 on oneDNN) see row counts that are multiples of this
 SMALL_ROW_BUCKET = 16  # ... or, up to ROW_BUCKET rows (an RNN's time step), multiples of this
+AUTO_MIN_WIDTH = 256  # auto's oneDNN rule keeps a weight with a side narrower than this on BLAS (module docstring)
 TIMING_MARGIN = 0.05  # a timed choice leaves the rule's backend only for one faster by this share
 TRIAL_RUNS = 3  # timed products of a key on the other backend that decide it (KeyTiming)
 RULE_RUNS = 8  # the rule's latest timed products of a key that a choice judges it on (KeyTiming)
@@ -136,8 +144,9 @@ def cpu_flags() -> set[str]:
 
 
 def onednn_wins() -> bool:
-    """Whether ``auto`` trains on oneDNN on this CPU (module docstring): on an x86 CPU not made by Intel, where
-    MKL runs its generic AVX2 code, with AVX-512, which oneDNN uses and that path does not."""
+    """Whether ``auto`` trains on oneDNN on this CPU (module docstring; the layers :func:`wide_enough` only): on
+    an x86 CPU not made by Intel, where MKL runs its generic AVX2 code, with AVX-512, which oneDNN uses and that
+    path does not."""
     x86 = platform.machine().lower() in ("x86_64", "amd64")
     return x86 and cpu_vendor() not in ("", "GenuineIntel") and "avx512f" in cpu_flags()
 
@@ -147,8 +156,10 @@ def auto_reason() -> str:
     if not onednn_available():
         return "this torch has no oneDNN linear kernel"
     vendor = cpu_vendor() or "an unknown vendor"
-    avx512 = "with" if "avx512f" in cpu_flags() else "without"
-    return f"{platform.machine()} CPU by {vendor}, {avx512} AVX-512"
+    if "avx512f" not in cpu_flags():
+        return f"{platform.machine()} CPU by {vendor}, without AVX-512"
+    narrow = f"; layers narrower than {AUTO_MIN_WIDTH} on BLAS" if onednn_wins() else ""
+    return f"{platform.machine()} CPU by {vendor}, with AVX-512{narrow}"
 
 
 def resolve(backend: str) -> str:
@@ -176,10 +187,11 @@ def cpu_gemm(backend: str, timed: bool = False) -> Iterator[str]:
 
     A weight being trained that was packed for oneDNN is kept until the outermost block ends (:func:`_packed`), so
     it may not change inside a block: the trainer enters one per forward pass and steps its optimizer outside."""
-    global _active, _timed, _packed_weights, _decided
-    previous = _active, _timed, _packed_weights, _decided
+    global _active, _auto_rule, _timed, _packed_weights, _decided
+    previous = _active, _auto_rule, _timed, _packed_weights, _decided
     outermost = _packed_weights is None
     _active = resolve(backend)
+    _auto_rule = backend == "auto" and _active == "onednn"
     _timed = (timed and backend == "auto" and onednn_available() and (outermost or _timed)
               and not torch.is_autocast_enabled("cpu"))
     if _timed:
@@ -189,7 +201,7 @@ def cpu_gemm(backend: str, timed: bool = False) -> Iterator[str]:
     try:
         yield "timed" if _timed else _active
     finally:
-        _active, _timed, _packed_weights, _decided = previous
+        _active, _auto_rule, _timed, _packed_weights, _decided = previous
 
 
 def _onednn_can_run(a: torch.Tensor, b: torch.Tensor) -> bool:
@@ -200,9 +212,21 @@ def _onednn_can_run(a: torch.Tensor, b: torch.Tensor) -> bool:
 
 
 def _use_onednn(a: torch.Tensor, b: torch.Tensor) -> bool:
-    """Whether a product of ``a`` and ``b`` goes to oneDNN: asked for, and one it can run. Called for every
-    product: kept cheap."""
-    return _active == "onednn" and _onednn_can_run(a, b)
+    """Whether a product of ``a`` and the weight ``b`` goes to oneDNN: asked for (by auto's rule only for a weight
+    :func:`wide_enough`), and one it can run. Called for every product: kept cheap."""
+    return _active == "onednn" and (not _auto_rule or wide_enough(b)) and _onednn_can_run(a, b)
+
+
+def wide_enough(weight: torch.Tensor) -> bool:
+    """Whether auto's oneDNN rule takes a product with the 2-D ``weight``: both its sides at least
+    :data:`AUTO_MIN_WIDTH` (module docstring: oneDNN trains a model of 128-wide layers slower than BLAS, with more
+    memory, where it trains 256- and 512-wide ones 1.4-1.6x faster)."""
+    return weight.size(0) >= AUTO_MIN_WIDTH and weight.size(1) >= AUTO_MIN_WIDTH
+
+
+def _rule_backend(weight: torch.Tensor) -> str:
+    """The backend the block's rule gives a product with ``weight`` (:func:`_use_onednn`'s choice of backend)."""
+    return "onednn" if _active == "onednn" and (not _auto_rule or wide_enough(weight)) else "blas"
 
 
 def _needs_grad(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> bool:
@@ -430,7 +454,7 @@ def _timed_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | No
         return _product(choice, x, weight, bias)
     timing = _timings.get(key)
     if timing is None:
-        timing = _timings[key] = KeyTiming(_active)
+        timing = _timings[key] = KeyTiming(_rule_backend(weight))
     backend = timing.backend()
     packs = backend == "onednn" and not _has_packed(weight)
     if packs:
@@ -515,7 +539,8 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = No
             return _bucketed_linear(x, weight, bias)
         return F.linear(x, weight, bias)
     if _needs_grad(x, weight, bias):
-        return _OneDnnLinear.apply(x, weight, bias)
+        padded_rows = bucketed_rows(x.numel() // max(x.size(-1), 1))
+        return _padded_product(x, padded_rows, weight.size(0), lambda rows: _OneDnnLinear.apply(rows, weight, bias))
     return _onednn_inference(x, weight, bias)
 
 

@@ -31,7 +31,8 @@ def test_onednn_linear_matches_torch_forward_and_backward(with_bias, onednn_call
     torch.testing.assert_close(y, expected, rtol=1e-5, atol=1e-5)
     for got, want in zip(grads, expected_grads):
         torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-4)
-    assert onednn_calls == [(3, 7, 16), (21, 24), (24, 21)], "the product and both gradient products on oneDNN"
+    assert onednn_calls == [(32, 16), (32, 24), (24, 32)], \
+        "the product and both gradient products on oneDNN, the 21 rows padded to 32 (few kernels in training)"
 
 
 @needs_onednn
@@ -81,6 +82,24 @@ def test_auto_picks_onednn_only_where_mkl_runs_avx2_code_on_an_avx512_cpu(monkey
     with gemm.cpu_gemm("auto") as backend:
         assert backend == expected
     assert ("without AVX-512" in gemm.auto_reason()) == ("avx512f" not in info.get("flags", ""))
+
+
+@needs_onednn
+def test_autos_onednn_rule_keeps_narrow_weights_on_blas_where_onednn_asked_for_takes_every_one(monkeypatch,
+                                                                                               onednn_calls):
+    monkeypatch.setattr(gemm.platform, "machine", lambda: "x86_64")
+    monkeypatch.setattr(gemm, "cpuinfo", lambda: ZEN4)
+    x = torch.randn(5, 256, requires_grad=True)
+    narrow, wide = torch.randn(128, 256, requires_grad=True), torch.randn(256, 256, requires_grad=True)
+    with gemm.cpu_gemm("auto"):
+        gemm.linear(x, narrow).sum().backward()  # a tiny model's FFN output (128 x 512) alike: BLAS
+        assert onednn_calls == []
+        gemm.linear(x, wide).sum().backward()
+        assert len(onednn_calls) == 3, "the product and its two gradient products"
+    with gemm.cpu_gemm("onednn"):
+        gemm.linear(x, narrow)
+    assert len(onednn_calls) == 4
+    assert "layers narrower than 256 on BLAS" in gemm.auto_reason()
 
 
 def test_auto_falls_back_to_blas_without_a_onednn_kernel(monkeypatch):
@@ -213,7 +232,8 @@ def test_a_timed_choice_leaves_the_rules_backend_only_for_one_faster_by_the_marg
 def fake_costs(monkeypatch) -> dict[str, object]:
     """Each backend's product advances a fake clock by ``costs[backend]`` seconds (or by the next of a list of
     them) and is counted in ``costs['calls']``; no key is timed or decided yet, each is tried on the other
-    backend after its first product, the rule's backend is BLAS and no product is below oneDNN's floor."""
+    backend after its first product, the rule's backend is BLAS (a oneDNN rule takes weights of any width) and no
+    product is below oneDNN's floor."""
     state: dict[str, object] = {"now": 0.0, "blas": 1e-4, "onednn": 1e-4, "calls": []}
     plain, kernel = F.linear, gemm._onednn_linear
 
@@ -240,6 +260,7 @@ def fake_costs(monkeypatch) -> dict[str, object]:
     monkeypatch.setattr(gemm, "TIMING_AFTER_S", 0.0)
     monkeypatch.setattr(gemm, "RETRY_AFTER_S", 0.0)
     monkeypatch.setattr(gemm, "resolve", lambda backend: "blas" if backend == "auto" else backend)
+    monkeypatch.setattr(gemm, "AUTO_MIN_WIDTH", 1)  # a oneDNN rule takes these tests' small weights too
     return state
 
 
