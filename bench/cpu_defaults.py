@@ -335,7 +335,7 @@ def auto_choice(x: Any, weight: Any, bias: Any) -> str:
 
     rows = x.size(0)
     if rows > gemm.SMALL_ROW_BUCKET:
-        return f"{gemm.resolve('auto')} (the rule)"
+        return f"{gemm.auto_backend(weight)} (the rule)"
     key = (weight.size(0), weight.size(1), rows, torch.get_num_threads())
     gemm._choices.pop(key, None)
     with gemm.cpu_gemm("auto", timed=True), torch.inference_mode():
@@ -537,21 +537,27 @@ def preset_table(preset: str, updates: int, figures: dict[str, Figures]) -> list
             continue
         cells = [cell(getattr(figures[backend], name), form, higher) for backend in backends]
         against = auto_against_best(figures, name, higher) if compared else "-"
-        per_round = auto_per_round(figures, name, higher, same_code(name)) if compared else "-"
+        per_round = auto_per_round(figures, name, higher, same_code(name, preset)) if compared else "-"
         lines.append(f"| {title} | {' | '.join(cells)} | {against} | {per_round} |")
     if compared:
         lines += ["", "A fixed backend better than auto in speed or memory and no worse in the other: " + "; ".join(
-            f"{workload}: {dominating(figures, speed, memory, same_code(speed))}"
+            f"{workload}: {dominating(figures, speed, memory, same_code(speed, preset))}"
             for workload, speed, memory in WORKLOADS) + "."]
     return lines + [""]
 
 
-def same_code(name: str) -> str | None:
-    """The fixed backend whose code auto runs for the figure ``name``: in training, the one its rule resolves to
-    on this CPU (:func:`ordo.gemm.resolve`); None in decoding, where auto times both."""
+def same_code(name: str, preset: str) -> str | None:
+    """The fixed backend whose code auto runs for the figure ``name`` of ``preset``: in training, the one its rule
+    gives every one of the preset's layers on this CPU (:func:`ordo.gemm.auto_backend`); None in decoding, where
+    auto times both, and where the rule gives the layers different backends."""
+    import torch
+
     from ordo import gemm
 
-    return gemm.resolve("auto") if name.startswith("train") else None
+    if not name.startswith("train"):
+        return None
+    backends = {gemm.auto_backend(torch.empty(out, inp)) for _, out, inp, _ in layer_shapes(preset, 8000)}
+    return backends.pop() if len(backends) == 1 else None
 
 
 def report(args: argparse.Namespace, command: str, tables: list[str], started: str) -> str:

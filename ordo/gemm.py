@@ -14,16 +14,18 @@ it:
 Training (``auto``): oneDNN on x86 CPUs not made by Intel that have AVX-512, for the products of weights whose
 sides are both at least :data:`AUTO_MIN_WIDTH` (256); BLAS elsewhere. There MKL's generic path runs AVX2 code
 where oneDNN runs AVX-512 code, and on an AMD EPYC with AVX-512 (Zen 5) oneDNN trained the small and base presets
-(256- and 512-wide layers) 1.39x and 1.59x as fast as BLAS, but the tiny one (128-wide) at 0.88x with 1.6x the
-memory: a narrow product is too small for oneDNN's kernels to pay their cost. On an AMD CPU without AVX-512 that
-generic path is the CPU's best code, and oneDNN trains slower with more memory; on an Intel CPU MKL runs its own
-best code. The figures per CPU kind are in ``bench/results/cpu_defaults.md`` (AVX2),
+(256- and 512-wide layers) 1.39x and 1.59x as fast as BLAS, but the tiny one (64-wide, its FFN 256) at 0.88x with
+1.6x the memory: a narrow product is too small for oneDNN's kernels to pay their cost. On an AMD CPU without
+AVX-512 that generic path is the CPU's best code, and oneDNN trains slower with more memory; on an Intel CPU MKL
+runs its own best code. The figures per CPU kind are in ``bench/results/cpu_defaults.md`` (AVX2),
 ``bench/results/cpu_defaults_amd_avx512.md`` and ``bench/results/cpu_gemm.md``. A rule on the CPU's vendor and
 flags and the weight's shape, not a timing: every process of a run (and a resumed run, and its validation's
 translations) on the same kind of CPU takes the same backend for each layer, so the run's results do not depend
 on how busy the machine was. oneDNN builds and keeps a kernel for each shape it meets, and token batching brings
-a new row count nearly every batch, so a training product on oneDNN pads its rows as bf16 training does (below):
-without it a tiny model's 200 updates held 1.5 GB, with it 0.9 GB (BLAS 0.6 GB).
+a new row count nearly every batch, so a training product on oneDNN pads its rows as bf16 training does (below),
+keeping the unpadded input for its backward pass: on oneDNN a tiny model's 200 updates held 1.47 GB unpadded,
+0.88 GB padded (BLAS 0.58 GB), and a base model's 6 updates 2.92 GB, 0.47 GB less than with the padded input
+kept (BLAS 2.80 GB).
 
 Decoding (``auto`` in a :func:`cpu_gemm` block opened with ``timed=True`` that no training block encloses, as ``ordo
 translate``, ``ordo serve`` and the API's translate open it): which backend is faster for a product depends on its
@@ -219,9 +221,15 @@ def _use_onednn(a: torch.Tensor, b: torch.Tensor) -> bool:
 
 def wide_enough(weight: torch.Tensor) -> bool:
     """Whether auto's oneDNN rule takes a product with the 2-D ``weight``: both its sides at least
-    :data:`AUTO_MIN_WIDTH` (module docstring: oneDNN trains a model of 128-wide layers slower than BLAS, with more
+    :data:`AUTO_MIN_WIDTH` (module docstring: oneDNN trains a model of 64-wide layers slower than BLAS, with more
     memory, where it trains 256- and 512-wide ones 1.4-1.6x faster)."""
     return weight.size(0) >= AUTO_MIN_WIDTH and weight.size(1) >= AUTO_MIN_WIDTH
+
+
+def auto_backend(weight: torch.Tensor) -> str:
+    """The backend ``auto``'s rule gives a product with ``weight`` on this CPU: in training, and in decoding above
+    a beam's rows (module docstring)."""
+    return "onednn" if resolve("auto") == "onednn" and wide_enough(weight) else "blas"
 
 
 def _rule_backend(weight: torch.Tensor) -> str:
@@ -472,7 +480,8 @@ def _timed_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | No
 
 
 class _OneDnnLinear(torch.autograd.Function):
-    """y = x W^T + b with its gradients dx = dy W, dW = dy^T x, db = Σ dy, every product by oneDNN."""
+    """y = x W^T + b with its gradients dx = dy W, dW = dy^T x, db = Σ dy, every product by oneDNN on rows padded
+    by zero rows to :func:`bucketed_rows` (module docstring), the unpadded x saved for the backward pass."""
 
     @staticmethod
     def forward(  # type: ignore[override]
@@ -481,7 +490,8 @@ class _OneDnnLinear(torch.autograd.Function):
         """(…, K) x, (M, K) W, (M,) b or None -> (…, M)."""
         ctx.save_for_backward(x, weight)
         ctx.has_bias = bias is not None  # type: ignore[attr-defined]
-        return _onednn_linear(x, weight, bias)
+        padded_rows = bucketed_rows(x.numel() // max(x.size(-1), 1))
+        return _padded_product(x, padded_rows, weight.size(0), lambda rows: _onednn_linear(rows, weight, bias))
 
     @staticmethod
     def backward(  # type: ignore[override]
@@ -490,9 +500,16 @@ class _OneDnnLinear(torch.autograd.Function):
         """Gradients of x, W and b for the incoming (…, M) gradient of y."""
         x, weight = ctx.saved_tensors  # type: ignore[attr-defined]
         grad_rows = grad_y.reshape(-1, grad_y.size(-1))
+        x_rows = x.reshape(-1, x.size(-1))
+        rows = x_rows.size(0)
+        padding = bucketed_rows(rows) - rows
+        padded_grad = F.pad(grad_rows, (0, 0, 0, padding)) if padding else grad_rows
         need_x, need_weight, need_bias = ctx.needs_input_grad  # type: ignore[attr-defined]
-        grad_x = _onednn_linear(grad_rows, weight.t(), None).view(x.shape) if need_x else None
-        grad_weight = _onednn_linear(grad_rows.t(), x.reshape(-1, x.size(-1)).t(), None) if need_weight else None
+        grad_x = _onednn_linear(padded_grad, weight.t(), None)[:rows].view(x.shape) if need_x else None
+        grad_weight = None
+        if need_weight:
+            padded_x = F.pad(x_rows, (0, 0, 0, padding)) if padding else x_rows
+            grad_weight = _onednn_linear(padded_grad.t(), padded_x.t(), None)
         grad_bias = grad_rows.sum(0) if need_bias and ctx.has_bias else None  # type: ignore[attr-defined]
         return grad_x, grad_weight, grad_bias
 
@@ -539,8 +556,7 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = No
             return _bucketed_linear(x, weight, bias)
         return F.linear(x, weight, bias)
     if _needs_grad(x, weight, bias):
-        padded_rows = bucketed_rows(x.numel() // max(x.size(-1), 1))
-        return _padded_product(x, padded_rows, weight.size(0), lambda rows: _OneDnnLinear.apply(rows, weight, bias))
+        return _OneDnnLinear.apply(x, weight, bias)
     return _onednn_inference(x, weight, bias)
 
 
