@@ -214,8 +214,9 @@ def _onednn_can_run(a: torch.Tensor, b: torch.Tensor) -> bool:
 
 
 def _use_onednn(a: torch.Tensor, b: torch.Tensor) -> bool:
-    """Whether a product of ``a`` and the weight ``b`` goes to oneDNN: asked for (by auto's rule only for a weight
-    :func:`wide_enough`), and one it can run. Called for every product: kept cheap."""
+    """Whether a product of ``a`` and ``b`` (a weight, or a product's second factor) goes to oneDNN: asked for (by
+    auto's rule only where ``b`` is :func:`wide_enough`), and one it can run. Called for every product: kept
+    cheap."""
     return _active == "onednn" and (not _auto_rule or wide_enough(b)) and _onednn_can_run(a, b)
 
 
