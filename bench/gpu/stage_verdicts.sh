@@ -10,32 +10,36 @@
 # Then one device call, which trains WORKERS runs side by side for MINUTES minutes and brings back what they
 # recorded (bench/gpu/verdicts.sh):
 #   run  command "bash bench/gpu/verdicts.sh"  carry [".gpu/verdicts"]  timeout_s 600
-# SUITE names the suite; DATA its corpus folder (default ../shared/data/CORPUS).
+# SUITE names the suite, or several separated by spaces ("m30k_verdict enja_verdict": bench/gpu/verdicts.sh then
+# gives each its share of the workers); DATA the corpus folder (default ../shared/data/CORPUS; for one suite).
 set -euo pipefail
-suite=${SUITE:-m30k_verdict}
+suites=${SUITE:-m30k_verdict}
 [ -x .venv/bin/python ] || { echo "run from the project root after make setup" >&2; exit 2; }
 commit=$(git rev-parse "${COMMIT:-HEAD}")
-read -r corpus src tgt splits < <(.venv/bin/python - "$suite" <<'EOF'
-import sys, yaml
-spec = yaml.safe_load(open(f"recipes/{sys.argv[1]}/suite.yaml"))
-print(spec["corpus"], spec["src"], spec["tgt"], ",".join(spec["splits"].values()))
-EOF
-)
-data=${DATA:-../shared/data/$corpus}
 grep -qxF /.gpu/ .git/info/exclude 2>/dev/null || echo /.gpu/ >> .git/info/exclude
 stage=.gpu/verdicts
 tree=$stage/tree
 rm -rf "$tree" "$stage/shared"
-mkdir -p "$tree/bench/results/hyps" "$stage/shared/data/$corpus" "$stage/whl"
+mkdir -p "$tree/bench/results/hyps" "$stage/whl"
 git archive "$commit" ordo recipes pyproject.toml | tar -x -C "$tree"
-if [ -d "bench/results/hyps/$corpus" ]; then cp -r "bench/results/hyps/$corpus" "$tree/bench/results/hyps/"; fi
-for split in ${splits//,/ }; do
-  for lang in "$src" "$tgt"; do cp "$data/$split.$lang.gz" "$stage/shared/data/$corpus/"; done
-done
 echo "$commit" > "$stage/commit"
-ORDO_COMMIT=$commit PYTHONPATH=$tree .venv/bin/python "$tree/recipes/replicate.py" prepare --suite "$suite"
+for suite in $suites; do
+  read -r corpus src tgt splits < <(.venv/bin/python - "$suite" <<'EOF'
+import sys, yaml
+spec = yaml.safe_load(open(f"recipes/{sys.argv[1]}/suite.yaml"))
+print(spec["corpus"], spec["src"], spec["tgt"], ",".join(spec["splits"].values()))
+EOF
+  )
+  data=${DATA:-../shared/data/$corpus}
+  mkdir -p "$stage/shared/data/$corpus"
+  if [ -d "bench/results/hyps/$corpus" ]; then cp -r "bench/results/hyps/$corpus" "$tree/bench/results/hyps/"; fi
+  for split in ${splits//,/ }; do
+    for lang in "$src" "$tgt"; do cp "$data/$split.$lang.gz" "$stage/shared/data/$corpus/"; done
+  done
+  ORDO_COMMIT=$commit PYTHONPATH=$tree .venv/bin/python "$tree/recipes/replicate.py" prepare --suite "$suite"
+done
 .venv/bin/python -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
   -d "$stage/whl" sacrebleu==2.6.0
-echo "$suite" > "$stage/suite"
+echo "$suites" > "$stage/suite"
 du -sh "$stage"
-echo "staged $suite at ${commit:0:7}: device run with command \"bash bench/gpu/verdicts.sh\", carry [\".gpu/verdicts\"], timeout_s 600"
+echo "staged $suites at ${commit:0:7}: device run with command \"bash bench/gpu/verdicts.sh\", carry [\".gpu/verdicts\"], timeout_s 600"

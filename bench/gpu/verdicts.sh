@@ -1,9 +1,10 @@
 #!/bin/bash
 # The verdict runs on a lent GPU machine, device side (stage them first: bench/gpu/stage_verdicts.sh says how to
-# call it). WORKERS (default 12) workers of `recipes/replicate.py queue --suite SUITE` train side by side in the
-# staged tree for MINUTES (default 9) minutes, seed by seed across the suite's systems, each run at the staged
-# commit (ORDO_COMMIT) on the data prepared here; a run is recorded when it finishes, and one the time limit cuts
-# off is lost with the machine, so no worker starts a run after START minutes (default half of MINUTES).
+# call it). WORKERS (default 12) workers of `recipes/replicate.py queue --suite SUITE` (the staged suites taking
+# turns) train side by side in the staged tree for MINUTES (default 9) minutes, seed by seed across each suite's
+# systems, each run at the staged commit (ORDO_COMMIT) on the data prepared here; a run is recorded when it
+# finishes, and one the time limit cuts off is lost with the machine, so no worker starts a run after START
+# minutes (default half of MINUTES).
 # Measured: on an H100 (En->De, bf16, one CPU thread a run) the defaults recorded 23 runs in 541 s, none cut off
 # (2.1-6.1 training minutes a run side by side); on an H200 nine workers did 11 runs in 5.6 minutes.
 # One call of 10 minutes and the machine's start use most of a session's 15 minutes of device time (some 5
@@ -31,9 +32,11 @@ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | 
 python3 -c "import torch, sacrebleu; print('torch', torch.__version__, 'sacrebleu', sacrebleu.__version__)" \
   | tee -a "$OUT/device.txt" || exit 4
 cd "$T" || exit 5
-python3 recipes/replicate.py pending --suite "$SUITE" | tee -a "$OUT/device.txt"
-for worker in $(seq "$WORKERS"); do
-  timeout "${MINUTES}m" python3 recipes/replicate.py queue --suite "$SUITE" --threads 1 \
+read -r -a suites <<< "$SUITE"
+python3 recipes/replicate.py pending "${suites[@]/#/--suite=}" | tee -a "$OUT/device.txt"
+for worker in $(seq "$WORKERS"); do  # the suites take turns: each has its share of the workers
+  suite=${suites[$(( (worker - 1) % ${#suites[@]} ))]}
+  timeout "${MINUTES}m" python3 recipes/replicate.py queue --suite "$suite" --threads 1 \
     --start-within "$START" > "/tmp/logs/queue_$worker.log" 2>&1 &
   sleep 2  # each worker takes the next run no other holds (a lock per run); nothing to prepare (staged)
 done
