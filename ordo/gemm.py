@@ -233,10 +233,6 @@ def auto_backend(weight: torch.Tensor) -> str:
     return "onednn" if resolve("auto") == "onednn" and wide_enough(weight) else "blas"
 
 
-def _rule_backend(weight: torch.Tensor) -> str:
-    """The backend the block's rule gives a product with ``weight`` (:func:`_use_onednn`'s choice of backend)."""
-    return "onednn" if _active == "onednn" and (not _auto_rule or wide_enough(weight)) else "blas"
-
 
 def _needs_grad(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> bool:
     """Whether the product x W^T + b records gradients."""
@@ -463,7 +459,7 @@ def _timed_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | No
         return _product(choice, x, weight, bias)
     timing = _timings.get(key)
     if timing is None:
-        timing = _timings[key] = KeyTiming(_rule_backend(weight))
+        timing = _timings[key] = KeyTiming("onednn" if _use_onednn(x, weight) else "blas")  # the rule's
     backend = timing.backend()
     packs = backend == "onednn" and not _has_packed(weight)
     if packs:
