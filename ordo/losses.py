@@ -35,9 +35,9 @@ def output_nll(
     elsewhere), and each chunk's gradient
     d loss / d z = p - (1 - ε) · onehot(y) - ε / V is pushed through the projection at once, so only one chunk
     of logits ever exists. Under autocast the matmuls run in the autocast dtype and the softmax in float32; in bf16
-    training on a CPU the rows are padded to :func:`ordo.gemm.bucketed_rows` and the chunks are multiples of
-    :data:`ordo.gemm.ROW_BUCKET` (so the products see a bounded set of shapes, :mod:`ordo.gemm`), the padded rows
-    masked out.
+    training on a CPU, and in float32 training whose products run on oneDNN, the rows are padded to
+    :func:`ordo.gemm.bucketed_rows` and the chunks are multiples of :data:`ordo.gemm.ROW_BUCKET` (so the products
+    see a bounded set of shapes, :mod:`ordo.gemm`), the padded rows masked out.
 
     Shape:
         hidden: (..., D); targets: the matching (...).
@@ -100,7 +100,7 @@ class _ChunkedOutputNLL(torch.autograd.Function):
         x, w = rows.to(dtype), weight.to(dtype)
         b = None if bias is None else bias.to(dtype)
         real_rows = rows.size(0)
-        if with_grad and gemm.buckets_rows(rows, dtype):
+        if with_grad and gemm.pads_training_rows(rows, weight, dtype):
             chunk = max(gemm.ROW_BUCKET, chunk // gemm.ROW_BUCKET * gemm.ROW_BUCKET)
             padding = gemm.bucketed_rows(real_rows) - real_rows
             x, targets = F.pad(x, (0, 0, 0, padding)), F.pad(targets, (0, padding))  # padded rows: masked below

@@ -116,3 +116,27 @@ def test_bf16_training_pads_the_rows_to_the_bucket_and_masks_them(monkeypatch):
         assert got.shape == want.shape
         torch.testing.assert_close(got, want, rtol=2e-2, atol=4e-3)  # bf16 products, chunked differently
     assert bucketed[2][targets.eq(PAD_ID)].abs().sum() == 0  # padding gets no gradient
+
+
+@pytest.mark.skipif(not gemm.onednn_available(), reason="this torch has no oneDNN linear kernel")
+def test_float32_training_on_onednn_pads_the_rows_and_gives_torchs_loss_and_gradients(onednn_calls):
+    layer, hidden, targets = layer_and_states(bias=True)
+    layer = layer.float()
+
+    def loss_and_grads() -> tuple[torch.Tensor, ...]:
+        states = hidden.float().requires_grad_()
+        layer.zero_grad()
+        loss, nll = output_nll(states, layer, targets, 0.1, chunk_rows=4)
+        loss.backward()
+        return loss.detach(), nll, states.grad, layer.weight.grad.clone(), layer.bias.grad.clone()
+
+    plain = loss_and_grads()  # torch's products
+    assert onednn_calls == []
+    with gemm.cpu_gemm("onednn"):
+        padded = loss_and_grads()
+    assert onednn_calls == [(16, 6), (16, 11), (11, 16)], \
+        "12 real rows in one chunk padded to 16: logits, row gradient and weight gradient (its reduction over 16 rows)"
+    for got, want in zip(padded, plain):
+        assert got.shape == want.shape
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+    assert padded[2][targets.eq(PAD_ID)].abs().sum() == 0  # padding gets no gradient
