@@ -117,7 +117,7 @@ class TrainConfig:
     patience: int = 0  # stop after this many validations without improvement (0: never)
     keep_last: int = 5  # keep the last N periodic checkpoints
     log_every: int = 100  # log training loss every N updates
-    amp: AmpMode = "auto"  # auto: bf16 on CUDA, off on CPU
+    amp: AmpMode = "auto"  # auto: bf16 on CUDA and on a CPU with native bf16 (ordo.precision), off elsewhere
     device: str = "auto"  # auto | cpu | cuda | cuda:N
     threads: int = 0  # torch CPU threads (0: leave torch's default)
     cpu_gemm: CpuGemm = "auto"  # float32 linear layers on CPU: oneDNN or torch's BLAS; auto: where it wins (ordo.gemm)
@@ -147,8 +147,8 @@ class DecodeConfig:
     max_tokens: int = 6000  # source tokens per translation batch
     long_lines: Literal["truncate", "error"] = "truncate"  # a source over model.max_positions-1 tokens: cut it
     # to the limit with a warning naming the line, or stop with an error naming it
-    amp: AmpMode = "off"  # auto: bf16 on CUDA; search under autocast, scores in float32;
-    # the trainer's dev BLEU runs under train.amp when this is off
+    amp: AmpMode = "off"  # auto: bf16 on CUDA and on a CPU with native bf16; search under autocast, scores in
+    # float32; the trainer's dev BLEU runs under train.amp when this is off
     cpu_gemm: CpuGemm = "auto"  # float32 linear layers on CPU: oneDNN or torch's BLAS; auto: where it wins (ordo.gemm)
 
     def __post_init__(self) -> None:

@@ -10,11 +10,13 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 import yaml
 
 from ordo.data.lattice.segmenters import WORD_SEGMENTERS
 from ordo.data.textio import read_lines, read_yaml
 from ordo.evaluation.seeds import seeds_needed
+from ordo.precision import amp_dtype
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root: the recipes package
 from bench import gpu_hours
@@ -132,7 +134,8 @@ def test_a_paper_suite_runs_as_a_trial_on_a_corpus_given_at_run_time_and_its_tab
                    str(tmp_path / "work"), "--hyps", str(hyps), "--trial-steps", "4", *trial,
                    "baseline.seed1", "both_res.seed1")
     (folder,) = [path for path in (hyps / "wmt14_ende").iterdir() if path.is_dir()]  # the set of the runs
-    assert folder.name.startswith("cpu-") and folder.name.endswith("-t1-fp32-paper")  # the default budget
+    precision = "bf16" if amp_dtype("auto", torch.device("cpu")) else "fp32"  # train.amp: auto on this CPU
+    assert folder.name.startswith("cpu-") and folder.name.endswith(f"-t1-{precision}-paper")  # the default budget
     settings = read_yaml(folder / "both_res.seed1.yaml")
     assert not Path(settings["corpus_dir"]).is_absolute(), "no path of one machine in the committed settings"
     assert (verdicts.ROOT / settings["corpus_dir"]).resolve() == mini.resolve() and settings["trial"]["steps"] == 4

@@ -445,12 +445,14 @@ def test_a_checkout_with_uncommitted_code_is_refused(tmp_path, monkeypatch):
 
 
 def test_the_settings_name_the_device_cpu_and_data_and_the_set_they_belong_to(tmp_path, monkeypatch):
+    monkeypatch.setattr(replicate.gemm, "cpuinfo", lambda: {"flags": "fpu avx2 fma"})  # no native bf16
     assert replicate.training_device({"device": "cpu", "amp": "auto"}) == {"device": "cpu", "precision": "float32"}
     assert replicate.training_device({"device": "cpu", "amp": "bf16"}) == {"device": "cpu", "precision": "bfloat16"}
     monkeypatch.setattr(replicate.gemm, "cpuinfo", lambda: {
         "model name": "Intel(R) Xeon(R) Platinum 8480C @ 2.00GHz", "cpu family": "6", "model": "143",
         "flags": "fpu avx2 avx512f amx_bf16 amx_tile"})
-    machine = replicate.machine_settings({"device": "cpu", "threads": 1, "cpu_gemm": "blas"})
+    assert replicate.training_device({"device": "cpu", "amp": "auto"}) == {"device": "cpu", "precision": "bfloat16"}
+    machine = replicate.machine_settings({"device": "cpu", "threads": 1, "cpu_gemm": "blas", "amp": "off"})
     assert machine == {"threads": 1, "device": "cpu", "precision": "float32", "cpu_gemm": "blas",
                        "cpu": {"model": "Intel(R) Xeon(R) Platinum 8480C @ 2.00GHz", "family": "6",
                                "model_number": "143", "avx2": True, "avx512f": True, "amx_tile": True}}

@@ -4,15 +4,23 @@ CPU attention that stays in float32 under autocast while training."""
 import pytest
 import torch
 
+from ordo import gemm
 from ordo.config import load_config
 from ordo.errors import ConfigError
 from ordo.models.attention import fused_attention
 from ordo.precision import amp_dtype
 
 
-def test_amp_modes_resolve_per_device_and_an_unknown_one_is_refused():
-    assert amp_dtype("auto", torch.device("cpu")) is None
+@pytest.mark.parametrize("flags, on_cpu", [("fpu avx2 fma", None), ("avx2 avx512f avx512_bf16", torch.bfloat16),
+                                            ("avx512f amx_tile amx_bf16", torch.bfloat16), ("avx512f", None)])
+def test_auto_amp_is_bf16_on_a_cpu_with_native_bf16_only(monkeypatch, flags, on_cpu):
+    monkeypatch.setattr(gemm, "cpu_flags", lambda: set(flags.split()))
+    assert amp_dtype("auto", torch.device("cpu")) is on_cpu
     assert amp_dtype("auto", torch.device("cuda")) is torch.bfloat16
+    assert amp_dtype("off", torch.device("cpu")) is None
+
+
+def test_amp_modes_resolve_per_device_and_an_unknown_one_is_refused():
     assert amp_dtype("fp16", torch.device("cpu")) is torch.float16
     assert amp_dtype("off", torch.device("cuda")) is None
     with pytest.raises(ConfigError, match="train.amp: 'bf32' is not one of auto, bf16, fp16, off"):
