@@ -1,11 +1,15 @@
-"""Whether ordo's CPU defaults win on this CPU (issue 44): ``cpu_gemm`` = blas, onednn and auto, per preset.
+"""Whether ordo's CPU defaults win on this CPU (issue 44): ``cpu_gemm`` = blas, onednn and auto, and bf16
+training, per preset.
 
 For each preset (``tiny``, ``small``, ``base``: the Multi30k recipe's ``train.yaml`` with ``model.preset`` set,
 so its dropout and shared embeddings, 3,000-token real batches), and each backend, in rounds that alternate
 the backends' order:
 
 - training: ``ordo train`` from scratch with ``train.cpu_gemm=BACKEND`` for ``--warmup`` + N updates (N per
-  preset, ``--updates``); target tokens/s over the updates after the warm-up (``train.log``'s interval lines,
+  preset, ``--updates``), in float32 (``train.amp=off``) for blas and onednn, under bf16 autocast
+  (``train.amp=bf16``) for ``bf16`` (``--bf16``: by default where the CPU has native bf16, ``avx512_bf16`` or
+  ``amx_bf16``; elsewhere it is emulated and slow), and with both defaults (``train.amp=auto``) for auto; target
+  tokens/s over the updates after the warm-up (``train.log``'s interval lines,
   weighted by the updates' tokens, as ``bench/fairseq_real.py`` reads them), and the process's peak resident
   memory (``ru_maxrss`` from ``wait4``);
 - beam search: the preset's model from the first backend's training run (so hardly trained: its hypotheses
@@ -28,9 +32,9 @@ alternating rounds), the backend ``cpu_gemm: auto``'s timing picks in decoding (
 the time to pack the whole model's weights for oneDNN: the figures behind ``ordo/gemm.py``'s reasoning.
 
 Every process runs with ``OMP_NUM_THREADS`` = ``MKL_NUM_THREADS`` = ``--threads``. ``auto`` is measured as a run
-of its own (not copied from the backend it resolves to). The report gives each figure per round, the best
-round's (other work on the machine only slows a run down), and ``auto`` against the better of blas and onednn
-(speed: auto / best; memory: auto / lowest), from the best rounds and round by round: a round runs the three
+of its own (not copied from the choice it resolves to). The report gives each figure per round, the best
+round's (other work on the machine only slows a run down), and ``auto`` against the better fixed choice (blas
+and onednn, and in training bf16; speed: auto / best; memory: auto / lowest), from the best rounds and round by round: a round runs the three
 back to back, so the median of its ratios is the figure a slow spell of the machine (other virtual machines on
 a shared host) disturbs least; ``auto`` is marked behind where the 95% interval of the rounds' mean ratio lies
 wholly more than 5% behind, level where none of it does, and unsettled (with the rounds that would settle it)
@@ -42,7 +46,7 @@ continued (SIGCONT) right after it, also on an error or a signal, so that other 
 for one run at a time.
 
 usage: python bench/cpu_defaults.py [--presets tiny small base] [--updates 40 20 8] [--rounds 1] [--decode-rounds N]
-           [--warm-rounds 6] [--out bench/results/cpu_defaults.md] [--pause PIDFILE] [--no-products]
+           [--warm-rounds 6] [--out bench/results/cpu_defaults.md] [--pause PIDFILE] [--no-products] [--no-bf16]
 """
 
 from __future__ import annotations
@@ -83,6 +87,7 @@ from bench.fairseq_real import (
 )
 
 BACKENDS = ("blas", "onednn", "auto")
+BF16 = "bf16"  # the training runs under bf16 autocast (--bf16): a choice of train.amp's, beside cpu_gemm's
 VECTOR_FLAGS = ("avx", "avx2", "fma", "avx512f", "avx512bw", "avx512_bf16", "avx512_vnni", "avx_vnni",
                 "amx_tile", "amx_bf16", "amx_int8")  # the /proc/cpuinfo flags that decide CPU kernels' speed
 NOISE = 0.05  # auto may trail the better backend by this share
@@ -164,11 +169,14 @@ def run_measured(command: Sequence[str], log_path: Path, threads: int, pid_file:
 
 def train_command(data_dir: Path, run_dir: Path, preset: str, backend: str, steps: int, interval: int,
                   threads: int) -> list[str]:
-    """``ordo train`` of the Multi30k recipe at ``preset`` on ``backend`` for ``steps`` updates, logging every
-    ``interval``; no validation before the end, none of its BLEU, no progress bar."""
+    """``ordo train`` of the Multi30k recipe at ``preset`` on ``backend`` (blas or onednn in float32, bf16 under
+    bf16 autocast, auto with both defaults) for ``steps`` updates, logging every ``interval``; no validation before
+    the end, none of its BLEU, no progress bar."""
+    amp = {BF16: "bf16", "auto": "auto"}.get(backend, "off")
     overrides = {"model.preset": preset, "train.max_steps": steps, "train.max_minutes": 0, "train.log_every": interval,
                  "train.valid_every": steps + 1, "train.valid_bleu": "false", "train.progress": "false",
-                 "train.threads": threads, "train.keep_last": 1, "train.amp": "off", "train.cpu_gemm": backend}
+                 "train.threads": threads, "train.keep_last": 1, "train.amp": amp,
+                 "train.cpu_gemm": "auto" if backend == BF16 else backend}
     sets = [arg for key, value in overrides.items() for arg in ("--set", f"{key}={value}")]
     return [sys.executable, "-m", "ordo", "train", str(ROOT / "recipes" / "multi30k" / "train.yaml"),
             "--data", str(data_dir), "--out", str(run_dir), *sets]
@@ -366,13 +374,14 @@ def product_table(args: argparse.Namespace, data_dir: Path) -> list[str]:
 
 
 def measure_preset(args: argparse.Namespace, data_dir: Path, preset: str, updates: int) -> dict[str, Figures]:
-    """Every backend's figures at ``preset``: training rounds, then translation rounds, each round's backends in
-    turn, the order rotating from round to round."""
-    figures = {backend: Figures() for backend in args.backends}
+    """Every backend's figures at ``preset``: training rounds (bf16's too, with ``--bf16``), then translation
+    rounds, each round's backends in turn, the order rotating from round to round."""
+    trained = [*args.backends, *([BF16] if args.bf16 else [])]
+    figures = {backend: Figures() for backend in trained}
     tokens = ordo_update_tokens(data_dir, 3000, 1, args.warmup + updates)
     orders = [rotated(args.backends, index) for index in range(max(args.rounds, args.decode_rounds))]
-    for index, order in enumerate(orders[:args.rounds]):
-        for backend in order:
+    for index in range(args.rounds):
+        for backend in rotated(trained, index):
             log(f"{preset} training, round {index + 1}: {backend} (load {load_average()})")
             rate, megabytes = train_once(args, data_dir, preset, backend, updates, tokens)
             figures[backend].train_rate.append(rate)
@@ -412,10 +421,11 @@ def load_average() -> str:
 
 def cpu_lines() -> list[str]:
     """The CPU's model, vendor, family and model numbers, its vector extensions, torch's kernel level and what
-    ``cpu_gemm: auto`` resolves to here."""
+    ``train.amp: auto`` and ``cpu_gemm: auto`` resolve to here."""
     import torch
 
     from ordo import gemm
+    from ordo.precision import amp_dtype, native_bf16
 
     info = gemm.cpuinfo()
     flags = set(info.get("flags", "").split())
@@ -427,7 +437,10 @@ def cpu_lines() -> list[str]:
     auto = (f"`cpu_gemm: auto` resolves here to {gemm.resolve('auto')} in training ({gemm.auto_reason()}); in "
             f"decoding it times both backends per product shape for a beam's rows (up to {gemm.SMALL_ROW_BUCKET}) "
             "and keeps the rule above (the per-product table)")
-    return [cpu, auto]
+    bf16 = amp_dtype("auto", torch.device("cpu")) is not None
+    amp = (f"`train.amp: auto` trains here in {'bf16, where `cpu_gemm` does not apply' if bf16 else 'float32'} "
+           f"(native bf16: {'yes' if native_bf16() else 'no'})")
+    return [cpu, auto, amp]
 
 
 def best_round(values: Sequence[float], higher_is_better: bool) -> float:
@@ -437,17 +450,26 @@ def best_round(values: Sequence[float], higher_is_better: bool) -> float:
 
 
 def cell(values: Sequence[float], form: str, higher_is_better: bool) -> str:
-    """The best round of ``values``, with every round's value in brackets when there are several."""
+    """The best round of ``values``, with every round's value in brackets when there are several; ``-`` where
+    there are none (bf16 in decoding)."""
+    if not values:
+        return "-"
     text = form.format(best_round(values, higher_is_better))
     return text if len(values) == 1 else f"{text} ({' / '.join(form.format(v) for v in values)})"
 
 
+def fixed_choices(figures: dict[str, Figures], name: str) -> list[str]:
+    """The fixed choices measured for the figure ``name``, that auto is held against: blas and onednn, and in
+    training bf16 where it ran."""
+    return [backend for backend in figures if backend != "auto" and getattr(figures[backend], name)]
+
+
 def auto_against_best(figures: dict[str, Figures], name: str, higher_is_better: bool) -> str:
-    """``auto``'s best round over the better of blas's and onednn's for the figure ``name``."""
-    bests = {backend: best_round(getattr(figures[backend], name), higher_is_better)
-             for backend in ("blas", "onednn", "auto")}
-    best = max(bests["blas"], bests["onednn"]) if higher_is_better else min(bests["blas"], bests["onednn"])
-    return f"{bests['auto'] / best:.2f}"
+    """``auto``'s best round over the best fixed choice's (:func:`fixed_choices`) for the figure ``name``."""
+    better = max if higher_is_better else min
+    best = better(best_round(getattr(figures[backend], name), higher_is_better)
+                  for backend in fixed_choices(figures, name))
+    return f"{best_round(getattr(figures['auto'], name), higher_is_better) / best:.2f}"
 
 
 def ratio_verdict(ratios: Sequence[float], higher_is_better: bool) -> str:
@@ -475,14 +497,15 @@ def ratio_verdict(ratios: Sequence[float], higher_is_better: bool) -> str:
 
 
 def auto_per_round(figures: dict[str, Figures], name: str, higher_is_better: bool, same_code: str | None) -> str:
-    """In each round, ``auto``'s figure over the better of blas's and onednn's in the same round (the three ran
-    back to back, so a slow spell of the machine touches them alike): the median and range of those ratios, and
+    """In each round, ``auto``'s figure over the best fixed choice's (:func:`fixed_choices`) in the same round
+    (they ran back to back, so a slow spell of the machine touches them alike): the median and range of those ratios, and
     whether auto is behind by more than :data:`NOISE` (memory: above by more) by :func:`ratio_verdict`. Where
-    auto runs the code of a fixed backend (``same_code``: training, whose rule picks one backend per CPU), its
-    ratio to that backend is the machine's noise, and is said to be."""
-    rounds = zip(*(getattr(figures[backend], name) for backend in ("blas", "onednn", "auto")))
+    auto runs the code of a fixed choice (``same_code``: training, whose rules pick one per CPU), its ratio to
+    that choice is the machine's noise, and is said to be."""
+    rounds = zip(*(getattr(figures[backend], name) for backend in fixed_choices(figures, name)),
+                 getattr(figures["auto"], name))
     better = max if higher_is_better else min
-    ratios = sorted(auto / better(blas, onednn) for blas, onednn, auto in rounds)
+    ratios = sorted(values[-1] / better(values[:-1]) for values in rounds)
     median = statistics.median(ratios)
     spread = f" [{ratios[0]:.2f}-{ratios[-1]:.2f}]" if len(ratios) > 1 else ""
     if same_code:
@@ -509,7 +532,7 @@ def median_ratio(figures: dict[str, Figures], backend: str, name: str) -> float:
 
 
 def dominating(figures: dict[str, Figures], speed: str, memory: str, same_code: str | None) -> str:
-    """The fixed backends that did better than auto at a workload by both its figures at once (round by round, the
+    """The fixed choices that did better than auto at a workload by both its figures at once (round by round, the
     median ratio): better by more than :data:`NOISE` in speed or memory, and within it in the other; ``none``
     where neither did. Where the faster backend holds more memory, no choice wins both: this says whether a user
     who set ``cpu_gemm`` by hand would have had a better trade than auto's. Where auto runs a fixed backend's
@@ -517,7 +540,7 @@ def dominating(figures: dict[str, Figures], speed: str, memory: str, same_code: 
     if same_code:
         return f"auto is {same_code}"
     better = []
-    for backend in ("blas", "onednn"):
+    for backend in fixed_choices(figures, speed):
         speed_ratio, memory_ratio = median_ratio(figures, backend, speed), median_ratio(figures, backend, memory)
         no_worse = speed_ratio >= 1 - NOISE and memory_ratio <= 1 + NOISE
         if no_worse and (speed_ratio > 1 + NOISE or memory_ratio < 1 - NOISE):
@@ -540,22 +563,26 @@ def preset_table(preset: str, updates: int, figures: dict[str, Figures]) -> list
         per_round = auto_per_round(figures, name, higher, same_code(name, preset)) if compared else "-"
         lines.append(f"| {title} | {' | '.join(cells)} | {against} | {per_round} |")
     if compared:
-        lines += ["", "A fixed backend better than auto in speed or memory and no worse in the other: " + "; ".join(
+        lines += ["", "A fixed choice better than auto in speed or memory and no worse in the other: " + "; ".join(
             f"{workload}: {dominating(figures, speed, memory, same_code(speed, preset))}"
             for workload, speed, memory in WORKLOADS) + "."]
     return lines + [""]
 
 
 def same_code(name: str, preset: str) -> str | None:
-    """The fixed backend whose code auto runs for the figure ``name`` of ``preset``: in training, the one its rule
-    gives every one of the preset's layers on this CPU (:func:`ordo.gemm.auto_backend`); None in decoding, where
-    auto times both, and where the rule gives the layers different backends."""
+    """The fixed choice whose code auto runs for the figure ``name`` of ``preset``: in training, bf16 where
+    ``train.amp: auto`` trains in bf16 on this CPU (:func:`ordo.precision.amp_dtype`), else the backend the
+    ``cpu_gemm`` rule gives every one of the preset's layers (:func:`ordo.gemm.auto_backend`); None in decoding,
+    where auto times both, and where the rule gives the layers different backends."""
     import torch
 
     from ordo import gemm
+    from ordo.precision import amp_dtype
 
     if not name.startswith("train"):
         return None
+    if amp_dtype("auto", torch.device("cpu")) is not None:
+        return BF16
     backends = {gemm.auto_backend(torch.empty(out, inp)) for _, out, inp, _ in layer_shapes(preset, 8000)}
     return backends.pop() if len(backends) == 1 else None
 
@@ -570,12 +597,13 @@ def report(args: argparse.Namespace, command: str, tables: list[str], started: s
                f"of each (other work only slows a run; each round's figure in brackets); beam 5 over the first "
                f"{args.sentences} sentences of test2016 in one call and the first {args.single} one at a time, by "
                f"each preset's barely trained model (hypotheses "
-               f"to the length limit). auto / best: auto's figure over the better of blas and onednn (memory: over "
-               f"the lower), from each one's best round, and round by round (the backends of a round run back to "
+               f"to the length limit); bf16 is training under bf16 autocast (`train.amp=bf16`), blas and onednn "
+               f"train in float32, auto with the defaults. auto / best: auto's figure over the best fixed choice "
+               f"(blas, onednn and, in training, bf16; memory: over the lowest), from each one's best round, and round by round (the backends of a round run back to "
                f"back): the median ratio [range], and the geometric mean with its 95% interval: **behind** where "
                f"the whole interval trails by more than {NOISE:.0%}, level where none of it does, else unsettled. "
                f"Load average at the start {started}, at the end {load_average()}.")
-    return "\n".join(["## CPU defaults: cpu_gemm blas, onednn and auto per preset", "", f"command: `{command}`", "",
+    return "\n".join(["## CPU defaults: cpu_gemm blas, onednn and auto, and bf16 training, per preset", "", f"command: `{command}`", "",
                       *cpu_lines(), "", setting, "", *tables])
 
 
@@ -604,6 +632,9 @@ def main() -> None:
                         help="rounds of beam search with the backends back to back in one warm process per preset "
                              "(the file and the sentences one at a time each round; 0: none; default %(default)s)")
     parser.add_argument("--no-products", action="store_true", help="leave out the per-product table")
+    parser.add_argument("--bf16", action=argparse.BooleanOptionalAction, default=None,
+                        help="also train under bf16 autocast, a column of its own (default: where the CPU has "
+                             "native bf16)")
     parser.add_argument("--translate-child", nargs=6, help=argparse.SUPPRESS)
     parser.add_argument("--products-child", nargs="+", help=argparse.SUPPRESS)
     parser.add_argument("--warm-child", nargs=6, help=argparse.SUPPRESS)
@@ -625,6 +656,10 @@ def main() -> None:
     if args.warm_rounds and set(args.backends) != set(BACKENDS):
         parser.error("--warm-rounds compares the three backends: leave out --backends")
     args.decode_rounds = args.decode_rounds or args.rounds
+    if args.bf16 is None:
+        from ordo.precision import native_bf16
+
+        args.bf16 = native_bf16()
     if any(n % args.interval for n in (args.warmup, *args.updates)) or min(args.rounds, args.warmup) < 1:
         parser.error("--interval must divide --warmup and every --updates; --rounds and --warmup at least 1")
     command = shlex.join(["python", "bench/cpu_defaults.py", *sys.argv[1:]])
