@@ -498,10 +498,11 @@ def ratio_verdict(ratios: Sequence[float], higher_is_better: bool) -> str:
 
 def auto_per_round(figures: dict[str, Figures], name: str, higher_is_better: bool, same_code: str | None) -> str:
     """In each round, ``auto``'s figure over the best fixed choice's (:func:`fixed_choices`) in the same round
-    (they ran back to back, so a slow spell of the machine touches them alike): the median and range of those ratios, and
-    whether auto is behind by more than :data:`NOISE` (memory: above by more) by :func:`ratio_verdict`. Where
-    auto runs the code of a fixed choice (``same_code``: training, whose rules pick one per CPU), its ratio to
-    that choice is the machine's noise, and is said to be."""
+    (they ran back to back, so a slow spell of the machine touches them alike): the median and range of those
+    ratios, and whether auto is behind by more than :data:`NOISE` (memory: above by more) by :func:`ratio_verdict`.
+    Where auto runs the code of a fixed choice (``same_code``: training, whose rules pick one per CPU), the ratio
+    to the best is that choice's trade, and auto's median ratio to that choice's own figure, the machine's noise,
+    is given beside it."""
     rounds = zip(*(getattr(figures[backend], name) for backend in fixed_choices(figures, name)),
                  getattr(figures["auto"], name))
     better = max if higher_is_better else min
@@ -509,7 +510,9 @@ def auto_per_round(figures: dict[str, Figures], name: str, higher_is_better: boo
     median = statistics.median(ratios)
     spread = f" [{ratios[0]:.2f}-{ratios[-1]:.2f}]" if len(ratios) > 1 else ""
     if same_code:
-        return f"{median:.2f}{spread} (auto trains on {same_code} here: the same code, so this is noise)"
+        own = statistics.median(auto / fixed for fixed, auto in zip(getattr(figures[same_code], name),
+                                                                   getattr(figures["auto"], name)))
+        return f"{median:.2f}{spread} (auto trains on {same_code} here, as its code: {own:.2f} of its figure, noise)"
     return f"{median:.2f}{spread}; {ratio_verdict(ratios, higher_is_better)}"
 
 

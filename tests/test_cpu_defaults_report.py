@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from bench.cpu_defaults import ratio_verdict
+from bench.cpu_defaults import Figures, auto_per_round, ratio_verdict
 
 
 def spread_around(centre: float, log_sd: float) -> list[float]:
@@ -33,3 +33,11 @@ def test_an_unsettled_comparison_says_how_many_rounds_would_settle_it():
     needed = math.ceil((1.96 * 0.08 / (math.log(0.95) - math.log(0.90))) ** 2)
     assert said.endswith(f"about {needed} rounds would settle it")
     assert ratio_verdict([0.9], True) == "one round: no interval"
+
+
+def test_auto_running_a_fixed_choices_code_is_held_against_the_best_and_its_own_figure_apart():
+    figures = {"blas": Figures(train_mb=[500.0, 520.0]), "onednn": Figures(train_mb=[580.0, 570.0]),
+               "auto": Figures(train_mb=[600.0, 624.0]), "bf16": Figures(train_mb=[600.0, 650.0])}
+    said = auto_per_round(figures, "train_mb", False, "bf16")
+    assert said.startswith("1.20 [1.20-1.20]"), "auto over the lowest memory (blas's) in each round"
+    assert "0.98 of its figure" in said, "the median of 1.00 and 0.96: auto over bf16's own figure"
