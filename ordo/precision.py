@@ -33,6 +33,23 @@ def amp_dtype(mode: str, device: torch.device) -> torch.dtype | None:
     return AMP_DTYPES[mode]
 
 
+def describe(mode: str, device: torch.device, cpu_gemm: str = "auto") -> str:
+    """The precision ``mode`` (a ``train.amp`` / ``decode.amp`` value) gives on ``device``, and why, in words for
+    a run's log: e.g. ``bf16 autocast (amp auto: native bf16 on this CPU)``; in float32 on a CPU, also where the
+    linear layers' products run (``cpu_gemm``, :mod:`ordo.gemm`)."""
+    dtype = amp_dtype(mode, device)
+    name = "float32" if dtype is None else f"{next(key for key, value in AMP_DTYPES.items() if value == dtype)} autocast"
+    if mode != "auto":
+        why = f"amp {mode}"
+    elif device.type == "cpu":
+        why = f"amp auto: {'native' if native_bf16() else 'no native'} bf16 on this CPU"
+    else:
+        why = f"amp auto on {device.type}"
+    reason = f": {gemm.auto_reason()}" if cpu_gemm == "auto" else ""
+    products = f"; float32 products on {gemm.resolve(cpu_gemm)} (cpu_gemm {cpu_gemm}{reason})"
+    return f"{name} ({why}){products if dtype is None and device.type == 'cpu' else ''}"
+
+
 def autocast(dtype: torch.dtype | None, device: torch.device) -> contextlib.AbstractContextManager:
     """``torch.autocast`` to ``dtype`` on ``device``'s type, or a no-op context when ``dtype`` is None."""
     if dtype is None:

@@ -38,7 +38,7 @@ from ordo.errors import CheckpointError, TrainingInterrupted
 from ordo.evaluation.bleu import corpus_scores
 from ordo.gemm import cpu_gemm
 from ordo.losses import AuxLoss, output_nll
-from ordo.precision import amp_dtype, autocast
+from ordo.precision import amp_dtype, autocast, describe
 from ordo.training.checkpoint import prune_checkpoints, remove_stale_temporaries
 from ordo.training.compiled import batch_pad_multiple, forward_losses
 from ordo.training.distributed import DistributedContext
@@ -109,6 +109,8 @@ class Trainer:
         self.optimizer = build_optimizer(self.model, self.tcfg)
         self.amp = amp_dtype(self.tcfg.amp, self.device)
         self.scaler = torch.amp.GradScaler(enabled=self.amp == torch.float16)
+        if self.dist.is_main:
+            logger.info("precision: %s", describe(self.tcfg.amp, self.device, self.tcfg.cpu_gemm))
         self.data_dirs = data_dirs(cfg.data)  # the shards; the first gives valid and the vocabularies
         data_dir = self.data_dirs[0]
         self.train_data = ParallelData.open(data_dir, "train")  # the training split of the epoch's shard

@@ -54,6 +54,7 @@ def test_two_processes_match_one_with_the_same_global_batch_and_resume(small_dat
     assert [p.name for p in step_checkpoints(tmp_path / "ddp" / "checkpoints")] == ["step_4.pt", "step_8.pt"]
     log = (tmp_path / "ddp" / "train.log").read_text()
     assert log.count("model: transformer") == 1  # rank 0 alone writes the log
+    assert log.count("precision: ") == 1, "the log says once which precision train.amp gave"
     ordo_train(small_data, tmp_path / "ddp", 12, processes=2, update_freq=1)  # resume from step 8
     ordo_train(small_data, tmp_path / "straight", 12, processes=2, update_freq=1)
     resumed, straight = weights(tmp_path / "ddp"), weights(tmp_path / "straight")

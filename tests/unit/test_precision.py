@@ -8,7 +8,7 @@ from ordo import gemm
 from ordo.config import load_config
 from ordo.errors import ConfigError
 from ordo.models.attention import fused_attention
-from ordo.precision import amp_dtype
+from ordo.precision import amp_dtype, describe
 
 
 @pytest.mark.parametrize("flags, on_cpu", [("fpu avx2 fma", None), ("avx2 avx512f avx512_bf16", torch.bfloat16),
@@ -18,6 +18,17 @@ def test_auto_amp_is_bf16_on_a_cpu_with_native_bf16_only(monkeypatch, flags, on_
     assert amp_dtype("auto", torch.device("cpu")) is on_cpu
     assert amp_dtype("auto", torch.device("cuda")) is torch.bfloat16
     assert amp_dtype("off", torch.device("cpu")) is None
+
+
+def test_the_log_line_says_which_precision_auto_took_and_why(monkeypatch):
+    cpu = torch.device("cpu")
+    monkeypatch.setattr(gemm, "cpu_flags", lambda: {"avx2", "fma"})
+    assert describe("auto", cpu).startswith("float32 (amp auto: no native bf16 on this CPU); float32 products on blas "
+                                            "(cpu_gemm auto: ")
+    monkeypatch.setattr(gemm, "cpu_flags", lambda: {"avx512f", "avx512_bf16"})
+    assert describe("auto", cpu) == "bf16 autocast (amp auto: native bf16 on this CPU)"
+    assert describe("off", cpu, "blas") == "float32 (amp off); float32 products on blas (cpu_gemm blas)"
+    assert describe("fp16", torch.device("cuda")) == "fp16 autocast (amp fp16)"
 
 
 def test_amp_modes_resolve_per_device_and_an_unknown_one_is_refused():
