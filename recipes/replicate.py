@@ -81,12 +81,14 @@ from ordo.precision import amp_dtype
 from recipes.budgets import DEFAULT, Budget, folder_budget, has_budgets
 from recipes.compare import RECIPES, ROOT, aliases, data_folder, folder_lock, prepare, system_entry, train
 from recipes.verdicts import (
+    RETIRED,
     SHARED_DATA,
     CorpusFolders,
     default_corpus_folder,
     missing_files,
     read_claims,
     recorded_corpus_folders,
+    retired,
     run_spec,
     seeds_of,
     split_seed,
@@ -569,12 +571,15 @@ def selected_runs(claims: list[dict], suites: list[str] | None, threads: int | N
                   budget: str | None = None) -> list[PendingRun]:
     """:func:`pending_runs` of the committed hypotheses in this machine's sets (:func:`machine_set`) for runs of
     ``threads`` CPU threads at ``budget`` (:func:`queue_budget`), of the claims on the corpora of ``suites`` only
-    where given."""
+    where given; a retired set (:func:`recipes.verdicts.retired`) needs no runs, and says why."""
     sets = {}
     for corpus in dict.fromkeys(claim["corpus"] for claim in claims):
         suite = suite_folder(corpus).name
         found = machine_set(suite, threads, queue_budget(suite, budget)) if not suites or suite in suites else None
-        if found:
+        if found and retired(HYPS / corpus / found):
+            reason = (HYPS / corpus / found / RETIRED).read_text(encoding="utf-8").strip()
+            print(f"== {corpus}/{found} is retired, no runs for it: {reason}", flush=True)
+        elif found:
             sets[corpus] = found
     return pending_runs(claims, HYPS, sets)
 

@@ -7,7 +7,9 @@ Every claim gets one row per set that has runs of its systems. A comparison whos
 CPU threads (on a CPU), precision, budget (recipes/budgets.py) or prepared data (hash) is refused, with what
 differs (:func:`differences`).
 The runs before issue 40 lie in ``CORPUS/first_pass`` (mixed commits and machines): only the claims marked
-``first_pass`` are judged on them, unrefused but marked as such, and the other claims never.
+``first_pass`` are judged on them, unrefused but marked as such, and the other claims never. A set folder that
+holds a ``RETIRED`` file (why, and the set that goes on instead) gets no verdict rows and no more runs
+(``replicate.py queue``); its runs stay in the table of every run and the order table.
 
 :func:`write_tables` scores them: BLEU of every seed and the test over seeds of :mod:`ordo.evaluation.seeds` (the
 mean gain, its 95% interval and p, the minimum detectable gain, the seeds per side that detect the claim's
@@ -66,6 +68,7 @@ from recipes.compare import RECIPES, ROOT
 FIRST_PASS = "first_pass"  # bench/results/hyps/CORPUS/first_pass: the runs before issue 40
 FIRST_PASS_NOTE = "first pass (mixed commits and machines)"
 NO_SET = "-"  # the set of a claim that has no runs anywhere yet
+RETIRED = "RETIRED"  # a file in a set folder that stops the set: no verdict rows, no more runs (module docstring)
 SHARED_DATA = ROOT.parent / "shared" / "data"  # the corpus folders of the suites that name no data_dir
 
 
@@ -111,6 +114,11 @@ def set_folders(hyps_root: Path, corpus: str) -> list[Path]:
     return sorted(path for path in root.iterdir() if path.is_dir()) if root.is_dir() else []
 
 
+def retired(folder: Path) -> bool:
+    """Whether the set folder ``folder`` is retired (it holds a :data:`RETIRED` file: module docstring)."""
+    return (folder / RETIRED).is_file()
+
+
 def in_folder(claim: dict, folder: Path) -> bool:
     """Whether ``claim`` is judged on the runs in the set folder ``folder``: a claim marked ``first_pass`` on
     its corpus's first pass alone, any other claim on every other set of its corpus."""
@@ -118,9 +126,10 @@ def in_folder(claim: dict, folder: Path) -> bool:
 
 
 def claim_folders(claim: dict, hyps_root: Path) -> list[Path]:
-    """The set folders ``claim`` gets a row for (:func:`in_folder`, with runs of either of its systems); where
-    there are none, the one folder its pending row names (``first_pass`` or :data:`NO_SET`)."""
-    found = [folder for folder in set_folders(hyps_root, claim["corpus"]) if in_folder(claim, folder)
+    """The set folders ``claim`` gets a row for (:func:`in_folder`, not :func:`retired`, with runs of either of
+    its systems); where there are none, the one folder its pending row names (``first_pass`` or :data:`NO_SET`)."""
+    found = [folder for folder in set_folders(hyps_root, claim["corpus"])
+             if in_folder(claim, folder) and not retired(folder)
              and any(any(folder.glob(f"{claim[side]}.seed*.txt")) for side in ("baseline", "system"))]
     return found or [hyps_root / claim["corpus"] / (FIRST_PASS if claim.get("first_pass") else NO_SET)]
 

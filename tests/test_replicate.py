@@ -398,6 +398,26 @@ def test_tables_refuse_a_comparison_whose_runs_differ_in_commit_or_data_and_mark
     assert not row[-1].startswith(("refused", "pending"))  # mixed commits, but exempt from the refusal
 
 
+def test_a_retired_set_gets_no_verdict_rows_and_no_more_runs_and_the_queue_says_why(tmp_path, monkeypatch, capsys):
+    refs = ROTATIONS * 2
+    write_refs(tmp_path / "data", refs)
+    hyps = tmp_path / "hyps" / "multi30k" / SET
+    for system in ("baseline", "exgre"):
+        write_hyps(hyps, system, 1, refs)
+        (hyps / f"{system}.seed1.yaml").write_text(yaml.safe_dump(exchangeable()), encoding="utf-8")
+    claim = {"paper": "p", "claim": "c", "corpus": "multi30k", "baseline": "baseline", "system": "exgre"}
+    monkeypatch.setattr(replicate, "HYPS", tmp_path / "hyps")
+    monkeypatch.setattr(replicate, "machine_set", lambda suite, threads, budget: SET)
+    assert [c.folder.name for c in verdicts.comparisons_of([claim], tmp_path / "hyps", corpora(tmp_path))] == [SET]
+    assert [str(run) for run in replicate.selected_runs([claim], None, 1)][:2] == [
+        "m30k_verdict baseline.seed2", "m30k_verdict exgre.seed2"]
+    (hyps / verdicts.RETIRED).write_text("superseded by another set\n", encoding="utf-8")
+    (row,) = [verdicts.claim_row(c) for c in verdicts.comparisons_of([claim], tmp_path / "hyps", corpora(tmp_path))]
+    assert row[3] == verdicts.NO_SET and row[-1].startswith("pending (0 baseline, 0 system")
+    assert replicate.selected_runs([claim], None, 1) == []
+    assert f"multi30k/{SET} is retired, no runs for it: superseded by another set" in capsys.readouterr().out
+
+
 def test_tables_can_leave_the_results_document_alone(monkeypatch):
     monkeypatch.setattr(sys, "argv", ["replicate.py", "tables", "--results", ""])
     assert replicate.parse_args().results is None  # was Path("."), which the tables then tried to open
