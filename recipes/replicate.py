@@ -7,8 +7,8 @@ names, default ``paper``; a suite that names none, its suite.yaml's ``steps`` an
 batch and warm-up, then averages its last checkpoints, translates the test set with beam search, and writes
 ``bench/results/hyps/CORPUS/SET/SYSTEM.seedN.txt`` (one line per source line) and ``SYSTEM.seedN.yaml``
 (overrides, updates, training minutes, parameters, checkpoints averaged, commit, device, CPU, threads,
-precision, budget, the prepared data's hash, dev loss curve). SET names the exchangeable set the run belongs to
-(:func:`budget_set`): the device (a GPU's name, or the CPU's model name, family and model number), the CPU
+precision, budget, the prepared data's hashes (:func:`data_hashes`), dev loss curve). SET names the exchangeable
+set the run belongs to (:func:`budget_set`): the device (a GPU's name, or the CPU's model name, family and model number), the CPU
 threads (not on a GPU), the precision and the budget where the suite names budgets, e.g.
 ``cpu-amd-epyc-25-1-t1-fp32``, ``gpu-nvidia-h200-bf16`` or ``gpu-nvidia-h100-bf16-paper``: runs of two budgets
 never share a set.
@@ -21,7 +21,9 @@ data's word alignments (paper 000's Figure 2 upper bound), as ``oracle_SYSTEM``.
 ``tables`` rebuilds the verdicts tables and figures from those files alone (recipes/verdicts.py).
 
 ``prepare`` prepares a suite's data for each of its systems' prepare configs, as ``run`` would, without
-training: bench/gpu/stage_verdicts.sh stages a GPU machine, which has no word aligner, with it.
+training: bench/gpu/stage_verdicts.sh stages a GPU machine, which has no word aligner, with it. ``rehash`` adds
+the hashes of what each run read (:func:`data_hashes`) to the records of a commit that wrote only ``data_hash``
+(the staged tree's, a worktree's queue at an older commit), from their prepared data where it still is.
 
 ``pending`` lists the runs the claims still need in this machine's set of each suite (:func:`pending_runs`):
 each claim's ``seeds`` of both its systems, seed by seed across systems (seed 1 of every system, comparison
@@ -43,6 +45,7 @@ stops the run, naming the files. A suite that needs a GPU (``needs_gpu``) is ref
 usage: python recipes/replicate.py run --suite enja_verdict [--data-dir DIR] [--work DIR] [--oracle]
            [--budget NAME] [--hyps DIR [--trial-steps N] [--trial-set KEY=VALUE ...]] SYSTEM.seedN [...]
        python recipes/replicate.py prepare --suite SUITE [--data-dir DIR] [--work DIR]
+       python recipes/replicate.py rehash --suite SUITE [--work DIR] [--hyps DIR]
        python recipes/replicate.py pending [--suite SUITE ...] [--threads N] [--budget NAME]
        python recipes/replicate.py queue [--suite SUITE ...] [--threads N] [--budget NAME] [--start-within MIN]
        python recipes/replicate.py tables [--out bench/results/verdicts.md] [--results bench/RESULTS.md]
@@ -59,9 +62,11 @@ import re
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+import sentencepiece as spm
 import torch
 import yaml
 
@@ -77,6 +82,7 @@ from ordo.config import merge, parse_overrides
 from ordo.data.textio import atomic_write, read_lines, read_yaml
 from ordo.device import resolve_device
 from ordo.errors import ConfigError
+from ordo.methods import METHODS
 from ordo.precision import amp_dtype
 from recipes.budgets import DEFAULT, Budget, folder_budget, has_budgets
 from recipes.compare import RECIPES, ROOT, aliases, data_folder, folder_lock, prepare, system_entry, train
@@ -102,6 +108,7 @@ VALID_LINE = re.compile(r"valid \| update (\d+) \| loss ([0-9.]+)")
 # the files of a prepared data folder that define what a run trains on: its metadata, vocabularies, lattice
 # segmenters and the training and validation token arrays (with their per-token fields, e.g. reorder positions)
 DATA_FILES = ("data.yaml", "*.model", "lattice/*", "train.*.bin", "train.*.idx", "valid.*.bin", "valid.*.idx")
+FIELD_FILE = re.compile(r"^(?:train|valid)\.field\.(.+)\.(?:bin|idx)$")  # a per-token field's file, by field name
 PRECISIONS = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}
 CPU_FLAGS = ("avx2", "avx512f", "amx_tile")
 
@@ -112,6 +119,10 @@ def parse_args() -> argparse.Namespace:
     run = verbs.add_parser("run", help="train, translate and record systems")
     run.add_argument("systems", nargs="+", metavar="SYSTEM.seedN", help="names from the suite's systems.yaml")
     staging = verbs.add_parser("prepare", help="prepare a suite's data for every system, without training")
+    rehashing = verbs.add_parser("rehash", help="add data_hashes to recorded runs whose prepared data is here")
+    rehashing.add_argument("--suite", required=True, help="folder of recipes/ with suite.yaml and the configs")
+    rehashing.add_argument("--work", type=Path, help="where its data was prepared (default: work/SUITE)")
+    rehashing.add_argument("--hyps", type=Path, default=HYPS, help="default: %(default)s")
     for verb in (run, staging):
         verb.add_argument("--suite", required=True, help="folder of recipes/ with suite.yaml and the configs")
         verb.add_argument("--data-dir", type=Path, help="corpus folder (default: the one the corpus's recorded runs "
@@ -230,17 +241,90 @@ def keep_test_links(data: Path, folder: Path) -> None:
             handle.write(links.read_text(encoding="utf-8"))
 
 
+def data_files(data: Path) -> list[Path]:
+    """The files of the prepared data folder ``data`` that define what a run trains on (:data:`DATA_FILES`), in
+    name order."""
+    return sorted({path for pattern in DATA_FILES for path in data.glob(pattern) if path.is_file()})
+
+
 def data_hash(data: Path) -> str:
-    """SHA-256 over the names and bytes of the files of the prepared data folder ``data`` that define what a run
-    trains on (:data:`DATA_FILES`), in name order."""
+    """SHA-256 over the names and bytes of :func:`data_files`: every byte, so two preparations differ in it where
+    they differ in anything, even in what a run does not read (:func:`data_hashes`)."""
     digest = hashlib.sha256()
-    files = sorted({path for pattern in DATA_FILES for path in data.glob(pattern) if path.is_file()})
-    for path in files:
+    for path in data_files(data):
         digest.update(f"{path.relative_to(data)}\n".encode())
         with open(path, "rb") as handle:
             for block in iter(lambda: handle.read(1 << 20), b""):
                 digest.update(block)
     return digest.hexdigest()
+
+
+def data_hashes(data: Path, fields: Sequence[str]) -> dict[str, str]:
+    """What a run trained on, as SHA-256 hashes that two preparations of the same data agree on wherever the run
+    reads the same thing: ``tokens`` over the names and contents of :func:`data_files` that are not a per-token
+    field, and one hash per field of ``fields`` (those the run's methods read, :func:`fields_read`) over its files.
+    A SentencePiece model counts by its pieces, scores and kinds, data.yaml without its byte digest of the models:
+    a model's bytes name the folder it was trained in. A field stands apart because a run that does not read it
+    does not depend on it, and the word alignments behind ``reorder_positions`` are drawn anew by every
+    preparation (eflomal seeds its sampler from the system), where the tokens are made again byte for byte."""
+    digests = {"tokens": hashlib.sha256(), **{name: hashlib.sha256() for name in fields}}
+    for path in data_files(data):
+        field = FIELD_FILE.match(path.name)
+        digest = digests.get(field.group(1)) if field else digests["tokens"]
+        if digest is not None:
+            digest.update(f"{path.relative_to(data)}\n".encode())
+            digest.update(content_bytes(path))
+    return {name: digest.hexdigest() for name, digest in digests.items()}
+
+
+def content_bytes(path: Path) -> bytes:
+    """What ``path`` holds for :func:`data_hashes`: a SentencePiece model's pieces with their scores and kinds,
+    data.yaml without ``vocab_sha256``, any other file's bytes."""
+    if path.suffix == ".model":
+        model = spm.SentencePieceProcessor(model_file=str(path))
+        return "\n".join(f"{model.id_to_piece(i)}\t{model.get_score(i)}\t{model.is_control(i)}{model.is_unknown(i)}"
+                         f"{model.is_unused(i)}{model.is_byte(i)}" for i in range(model.get_piece_size())).encode()
+    if path.name == "data.yaml":
+        meta = {key: value for key, value in read_yaml(path).items() if key != "vocab_sha256"}
+        return yaml.safe_dump(meta, sort_keys=True).encode()
+    return path.read_bytes()
+
+
+def rehash(suite: str, work: Path, hyps_root: Path) -> list[Path]:
+    """Add ``data_hashes`` (:func:`data_hashes`) to the recorded runs of ``suite``'s systems that lack them and
+    whose ``data_hash`` is that of the prepared folder of their ``data`` in ``work``: runs of a commit before
+    ``data_hashes`` (a staged GPU tree's, a worktree's queue at an older commit) whose data is still there. The
+    records changed."""
+    systems = read_yaml(RECIPES / suite / "systems.yaml")
+    full: dict[Path, str] = {}
+    changed = []
+    for path in sorted((hyps_root / read_yaml(RECIPES / suite / "suite.yaml")["corpus"]).glob("*/*.seed*.yaml")):
+        settings = read_yaml(path)
+        name, data = split_seed(path.stem)[0], work / str(settings.get("data"))
+        if "data_hashes" in settings or name not in systems or not data.is_dir():
+            continue
+        if data not in full:
+            full[data] = data_hash(data)
+        if settings.get("data_hash") != full[data]:
+            continue
+        hashes = data_hashes(data, fields_read(RECIPES / suite, system_entry(name, systems[name])[1]))
+        updated = {}
+        for key, value in settings.items():
+            updated[key] = value
+            if key == "data_hash":
+                updated["data_hashes"] = hashes
+        with atomic_write(path) as handle:
+            yaml.safe_dump(updated, handle, sort_keys=False)
+        changed.append(path)
+    return changed
+
+
+def fields_read(suite: Path, overrides: list[str]) -> tuple[str, ...]:
+    """The per-token fields of the prepared data that a run of ``suite`` with ``overrides`` reads: those its
+    methods (``model.methods``) declare (:class:`ordo.methods.Method`), in name order."""
+    model = merge(read_yaml(suite / "train.yaml"), parse_overrides(overrides)).get("model") or {}
+    names = [name for name, options in (model.get("methods") or {}).items() if options is not None]
+    return tuple(sorted({field for name in names for field in METHODS[name].fields}))
 
 
 def cpu_settings() -> dict[str, str | bool]:
@@ -463,7 +547,9 @@ def run_system(runs: SuiteRuns, label: str) -> bool:
         data_dir, data = prepared_data(runs, spec, plan.prepare_file, corpus)
         if not runs.oracle:
             keep_test_links(data, corpus_records)
-        settings = {**plan.settings, "data": data.name, "data_hash": data_hash(data), "corpus_dir": stored_path(corpus)}
+        fields = fields_read(RECIPES / runs.suite, [*runs.extra_overrides, *plan.overrides])
+        settings = {**plan.settings, "data": data.name, "data_hash": data_hash(data),
+                    "data_hashes": data_hashes(data, fields), "corpus_dir": stored_path(corpus)}
         steps = runs.trial.steps if runs.trial else plan.budget.steps
         train(RECIPES / runs.suite, label, plan.overrides, data, plan.run_dir, steps, runs.threads,
               [*plan.budget.schedule_overrides, *runs.extra_overrides], plan.budget.average_last)
@@ -630,6 +716,9 @@ def main() -> None:
         elif args.verb == "prepare":
             for data in prepare_suite(SuiteRuns(args.suite, args.data_dir, args.work)):
                 print(data, flush=True)
+        elif args.verb == "rehash":
+            for path in rehash(args.suite, args.work or ROOT / "work" / args.suite, args.hyps):
+                print(path, flush=True)
         elif args.verb == "pending":
             print("".join(f"{run}\t{HYPS.relative_to(ROOT) / run.corpus / run.set}\n"
                           for run in selected_runs(claims, args.suites, args.threads, args.budget)), end="")

@@ -162,18 +162,36 @@ def exchange_values(settings: dict) -> dict[str, str]:
 
 def differences(runs: list[dict]) -> list[str]:
     """What the settings ``runs`` of one comparison differ in, each as ``FIELD (VALUE, VALUE)``: commit, device,
-    threads, precision, budget (:func:`exchange_values`), and the hash of the prepared data among the runs trained
-    on the data folder of one name (``data``: a system prepared by another config, e.g. a lattice, trains on other
-    data by design)."""
+    threads, precision, budget (:func:`exchange_values`), and the prepared data (:func:`data_differences`)."""
     found = []
     for setting in ("commit", "device", "threads", "precision", "budget"):
         values = sorted({exchange_values(run)[setting] for run in runs})
         if len(values) > 1:
             found.append(f"{setting} ({', '.join(values)})")
-    hashes: dict[str, set[str]] = {}
-    for run in runs:
-        hashes.setdefault(str(run.get("data")), set()).add(str(run.get("data_hash"))[:12])
-    found += [f"data hash of {name} ({', '.join(sorted(values))})" for name, values in hashes.items() if len(values) > 1]
+    return found + data_differences(runs)
+
+
+def data_differences(runs: list[dict]) -> list[str]:
+    """What the data of ``runs`` differ in, among the runs trained on the data folder of one name (``data``: a
+    system prepared by another config, e.g. a lattice, trains on other data by design): where every such run
+    recorded ``data_hashes`` (recipes/replicate.py's ``data_hashes``), its tokens among them all and each
+    per-token field among the runs that read it (a baseline does not read the alignments ExGRE learns from), as
+    ``NAME hash of FOLDER (VALUE, VALUE)``; else the hash of all the folder's files (``data_hash``), as ``data
+    hash of FOLDER (VALUE, VALUE)``."""
+    found = []
+    for name in dict.fromkeys(str(run.get("data")) for run in runs):
+        group = [run for run in runs if str(run.get("data")) == name]
+        if all(run.get("data_hashes") for run in group):
+            hashes: dict[str, set[str]] = {}
+            for run in group:
+                for key, value in run["data_hashes"].items():
+                    hashes.setdefault(key, set()).add(str(value)[:12])
+            found += [f"{key} hash of {name} ({', '.join(sorted(values))})" for key, values in hashes.items()
+                      if len(values) > 1]
+        else:
+            values = {str(run.get("data_hash"))[:12] for run in group}
+            if len(values) > 1:
+                found.append(f"data hash of {name} ({', '.join(sorted(values))})")
     return found
 
 

@@ -4,6 +4,7 @@ still needed and the queue that runs them."""
 
 import dataclasses
 import gzip
+import hashlib
 import re
 import subprocess
 import sys
@@ -14,6 +15,7 @@ import yaml
 
 from ordo.analysis.tables import markdown_table
 from ordo.data.textio import read_yaml
+from ordo.data.vocab import train_sentencepiece
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root: the recipes package
 from recipes import replicate, verdicts
@@ -492,3 +494,74 @@ def test_the_settings_name_the_device_cpu_and_data_and_the_set_they_belong_to(tm
     assert replicate.data_hash(data) == first
     (data / "train.field.reorder_pos.idx").write_text("5", encoding="utf-8")  # other alignments: other data
     assert replicate.data_hash(data) != first
+
+
+def prepared_copy(folder: Path, sentences: list[str]) -> Path:
+    """A prepared data folder's training files in ``folder``: a SentencePiece model trained there (its bytes name
+    the folder), data.yaml with that model's byte digest, token and reorder-position arrays."""
+    folder.mkdir()
+    text = folder / "train.txt"
+    text.write_text("\n".join(sentences) + "\n", encoding="utf-8")
+    train_sentencepiece([text], folder / "spm", vocab_size=40)
+    digest = hashlib.sha256((folder / "spm.model").read_bytes()).hexdigest()
+    (folder / "data.yaml").write_text(yaml.safe_dump({"src_vocab": "spm.model", "vocab_sha256": digest}),
+                                      encoding="utf-8")
+    for name, value in (("train.src.bin", "1 2 3"), ("train.field.reorder_positions.bin", "1 3 2")):
+        (folder / name).write_text(value, encoding="utf-8")
+    return folder
+
+
+def test_data_hashes_agree_across_folders_and_on_what_a_run_reads(tmp_path):
+    sentences = ["a cat sat on the mat", "the dog ran to the cat", "a mat on a dog"] * 20
+    first, second = prepared_copy(tmp_path / "one", sentences), prepared_copy(tmp_path / "elsewhere", sentences)
+    assert (first / "spm.model").read_bytes() != (second / "spm.model").read_bytes()  # the folder is in the bytes
+    assert replicate.data_hash(first) != replicate.data_hash(second)
+    assert replicate.data_hashes(first, []) == replicate.data_hashes(second, [])
+    assert set(replicate.data_hashes(first, ["reorder_positions"])) == {"tokens", "reorder_positions"}
+    (second / "train.field.reorder_positions.bin").write_text("2 1 3", encoding="utf-8")  # another alignment draw
+    assert replicate.data_hashes(first, []) == replicate.data_hashes(second, [])  # a baseline reads no field
+    redrawn = replicate.data_hashes(second, ["reorder_positions"])
+    assert redrawn["tokens"] == replicate.data_hashes(first, ["reorder_positions"])["tokens"]
+    assert redrawn["reorder_positions"] != replicate.data_hashes(first, ["reorder_positions"])["reorder_positions"]
+    (second / "train.src.bin").write_text("1 2 4", encoding="utf-8")
+    assert replicate.data_hashes(first, [])["tokens"] != replicate.data_hashes(second, [])["tokens"]
+    suite = replicate.RECIPES / "m30k_verdict"
+    assert replicate.fields_read(suite, []) == ()
+    assert replicate.fields_read(suite, ["model.methods.exgre.weight=0.6"]) == ("reorder_positions",)
+    assert replicate.fields_read(suite, ["model.methods.reorder_emb.variant=both"]) == ()
+
+
+def test_a_comparison_is_refused_only_for_data_its_runs_read(tmp_path):
+    tokens, draw, other_draw = "ab" * 32, "cd" * 32, "ef" * 32
+    baseline = exchangeable(system="baseline", data_hash="11" * 32, data_hashes={"tokens": tokens})
+    method = exchangeable(system="exgre", data_hash="22" * 32,
+                          data_hashes={"tokens": tokens, "reorder_positions": draw})
+    assert verdicts.differences([baseline, method]) == []
+    redrawn = {**method, "data_hash": "33" * 32, "data_hashes": {"tokens": tokens, "reorder_positions": other_draw}}
+    assert verdicts.differences([baseline, method, redrawn]) == [
+        f"reorder_positions hash of data ({'cd' * 6}, {'ef' * 6})"]
+    retokenized = {**baseline, "data_hashes": {"tokens": "99" * 32}}
+    assert verdicts.differences([baseline, retokenized]) == [f"tokens hash of data ({'99' * 6}, {'ab' * 6})"]
+    older = exchangeable(system="baseline", data_hash="44" * 32)  # recorded before data_hashes: all its bytes
+    assert verdicts.differences([older, method]) == [f"data hash of data ({'22' * 6}, {'44' * 6})"]
+
+
+def test_rehash_adds_the_hashes_of_what_each_run_read_where_its_data_is_here(tmp_path):
+    work = tmp_path / "work"
+    work.mkdir()
+    data = prepared_copy(work / "data", ["a cat sat on the mat", "the dog ran to the cat"] * 20)
+    folder = tmp_path / "hyps" / "multi30k" / SET
+    folder.mkdir(parents=True)
+    written = {"baseline.seed1": replicate.data_hash(data), "exgre_soft.seed1": replicate.data_hash(data),
+               "exgre_soft.seed2": "ee" * 32}  # prepared elsewhere: its data is not here
+    for label, full in written.items():
+        (folder / f"{label}.yaml").write_text(yaml.safe_dump(exchangeable(data_hash=full), sort_keys=False),
+                                              encoding="utf-8")
+    assert replicate.rehash("m30k_verdict", work, tmp_path / "hyps") == [
+        folder / "baseline.seed1.yaml", folder / "exgre_soft.seed1.yaml"]
+    baseline, method = read_yaml(folder / "baseline.seed1.yaml"), read_yaml(folder / "exgre_soft.seed1.yaml")
+    assert baseline["data_hashes"] == replicate.data_hashes(data, [])
+    assert method["data_hashes"] == replicate.data_hashes(data, ["reorder_positions"])
+    assert list(method)[list(method).index("data_hash") + 1] == "data_hashes"
+    assert "data_hashes" not in read_yaml(folder / "exgre_soft.seed2.yaml")
+    assert replicate.rehash("m30k_verdict", work, tmp_path / "hyps") == []  # nothing left to add

@@ -12,6 +12,10 @@
 #   run  command "bash bench/gpu/verdicts.sh"  carry [".gpu/verdicts"]  timeout_s 600
 # SUITE names the suite, or several separated by spaces ("m30k_verdict enja_verdict": bench/gpu/verdicts.sh then
 # gives each its share of the workers); DATA the corpus folder (default ../shared/data/CORPUS; for one suite).
+# REDO names systems whose recorded runs the staged tree leaves out, so that the device trains all their seeds
+# again on this staging's data: a system that reads word alignments (ExGRE, ReFSR) whose recorded seeds learnt
+# from another preparation's alignment draw (eflomal draws anew each time; the tables refuse such a mix). Copy
+# their runs back with `cp -r` (not -n), replacing the old ones.
 set -euo pipefail
 suites=${SUITE:-m30k_verdict}
 [ -x .venv/bin/python ] || { echo "run from the project root after make setup" >&2; exit 2; }
@@ -33,6 +37,7 @@ EOF
   data=${DATA:-../shared/data/$corpus}
   mkdir -p "$stage/shared/data/$corpus"
   if [ -d "bench/results/hyps/$corpus" ]; then cp -r "bench/results/hyps/$corpus" "$tree/bench/results/hyps/"; fi
+  for system in ${REDO:-}; do rm -f "$tree/bench/results/hyps/$corpus"/*/"$system".seed*.{txt,yaml}; done
   for split in ${splits//,/ }; do
     for lang in "$src" "$tgt"; do cp "$data/$split.$lang.gz" "$stage/shared/data/$corpus/"; done
   done
