@@ -12,6 +12,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+import sentencepiece as spm
 
 from ordo.config import from_dict
 from ordo.data import corpus as corpus_module
@@ -224,6 +225,19 @@ def test_sentencepiece_vocab_size_bounds(tiny_corpus, tmp_path):
     assert model == tmp_path / "big.model" and model.is_file()
     with pytest.raises(ConfigError, match="vocab_size"):
         train_sentencepiece(files, tmp_path / "small", vocab_size=8)
+
+
+@pytest.mark.skipif(not (SHARED_DATA / "multi30k").is_dir(), reason="shared data not present")
+def test_sentencepiece_gives_the_same_pieces_whatever_the_cores(tmp_path, monkeypatch):
+    text = tmp_path / "train.en"
+    text.write_text("".join(f"{line}\n" for line in read_lines(SHARED_DATA / "multi30k" / "train.en.gz")[:3000]),
+                    encoding="utf-8")
+    pieces = []
+    for cores in (1, 4):  # 1 and 4 training threads gave other pieces and scores on these lines
+        monkeypatch.setattr("os.cpu_count", lambda cores=cores: cores)
+        model = spm.SentencePieceProcessor(model_file=str(train_sentencepiece([text], tmp_path / f"m{cores}", 1000)))
+        pieces.append([(model.id_to_piece(i), model.get_score(i)) for i in range(model.get_piece_size())])
+    assert len(pieces[0]) == 1000 and pieces[0] == pieces[1]
 
 
 @pytest.mark.skipif(not (SHARED_DATA / "small_parallel_enja").is_dir(), reason="shared data not present")
