@@ -66,7 +66,8 @@ each new shape; with token batching nearly every batch brings a new number of ro
 every update and the steps slow down as they do (bench/RESULTS.md). There, and for float32 training products on
 oneDNN, the rows of each product are padded with zeros to a multiple of :data:`ROW_BUCKET` (of
 :data:`SMALL_ROW_BUCKET` for small products; :func:`bucketed_rows`), which bounds the shapes, keeps the memory
-flat and the step time steady; the padded rows are cut off again.
+flat and the step time steady; the padded rows are cut off again. A bf16 product keeps its input for the
+backward pass unpadded, in bf16 (:class:`_Bf16Linear`), not the padded copy autocast's product would keep.
 """
 
 from __future__ import annotations
@@ -537,11 +538,52 @@ def pads_training_rows(x: torch.Tensor, weight: torch.Tensor, dtype: torch.dtype
     return buckets_rows(x, dtype) or (dtype == torch.float32 and _use_onednn(x, weight))
 
 
-def _bucketed_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
-    """``F.linear`` of ``x`` with its rows padded by zero rows to :func:`bucketed_rows` and cut back after; the
-    rows are cast to bf16 before the padding copies them (half the bytes)."""
-    padded_rows = bucketed_rows(x.numel() // max(x.size(-1), 1))
-    return _padded_product(x.to(torch.bfloat16), padded_rows, weight.size(0), lambda rows: F.linear(rows, weight, bias))
+class _Bf16Linear(torch.autograd.Function):
+    """y = x W^T + b in bf16 on rows padded by zero rows to :func:`bucketed_rows` (module docstring), as CPU
+    autocast would compute it (bf16 factors, a bf16 result; the gradients of W and b in bf16, then in their own
+    dtype), with dx = dy W, dW = dy^T x, db = Σ dy. It keeps x in bf16 unpadded for the backward pass, where
+    autocast's ``F.linear`` on the padded rows kept the padded copy: a copy of every product's input beside the
+    input itself where that is bf16 already (the FFN's hidden activations, the largest a layer keeps), so a bf16
+    small model trained with 1.09x the memory of float32 (``bench/results/cpu_defaults_amd_avx512.md``)."""
+
+    @staticmethod
+    def forward(  # type: ignore[override]
+        ctx: torch.autograd.function.FunctionCtx, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None
+    ) -> torch.Tensor:
+        """(…, K) x, (M, K) W, (M,) b or None (any float dtype) -> (…, M) in bf16."""
+        half = torch.bfloat16
+        x_half, weight_half = x.to(half), weight.to(half)
+        bias_half = bias.to(half) if bias is not None else None
+        ctx.save_for_backward(x_half, weight_half)
+        ctx.dtypes = (x.dtype, weight.dtype, bias.dtype if bias is not None else None)  # type: ignore[attr-defined]
+        padded_rows = bucketed_rows(x.numel() // max(x.size(-1), 1))
+        with torch.autocast("cpu", enabled=False):
+            return _padded_product(x_half, padded_rows, weight.size(0),
+                                   lambda rows: F.linear(rows, weight_half, bias_half))
+
+    @staticmethod
+    def backward(  # type: ignore[override]
+        ctx: torch.autograd.function.FunctionCtx, grad_y: torch.Tensor
+    ) -> tuple[torch.Tensor | None, torch.Tensor | None, torch.Tensor | None]:
+        """Gradients of x, W and b, each in its input's dtype, for the incoming (…, M) gradient of y."""
+        x_half, weight_half = ctx.saved_tensors  # type: ignore[attr-defined]
+        x_dtype, weight_dtype, bias_dtype = ctx.dtypes  # type: ignore[attr-defined]
+        need_x, need_weight, need_bias = ctx.needs_input_grad  # type: ignore[attr-defined]
+        grad_rows = grad_y.reshape(-1, grad_y.size(-1)).to(torch.bfloat16)
+        rows = grad_rows.size(0)
+        padding = bucketed_rows(rows) - rows
+        padded_grad = F.pad(grad_rows, (0, 0, 0, padding)) if padding else grad_rows
+        grad_x = grad_weight = grad_bias = None
+        with torch.autocast("cpu", enabled=False):
+            if need_x:
+                grad_x = (padded_grad @ weight_half)[:rows].view(x_half.shape).to(x_dtype)
+            if need_weight:
+                x_rows = x_half.reshape(-1, x_half.size(-1))
+                padded_x = F.pad(x_rows, (0, 0, 0, padding)) if padding else x_rows
+                grad_weight = (padded_grad.t() @ padded_x).to(weight_dtype)
+            if need_bias and bias_dtype is not None:
+                grad_bias = grad_rows.sum(0).to(bias_dtype)
+        return grad_x, grad_weight, grad_bias
 
 
 def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
@@ -559,7 +601,7 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = No
                 return _timed_linear(x, weight, bias, rows)
     if not _use_onednn(x, weight):
         if torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad) and buckets_rows(x):
-            return _bucketed_linear(x, weight, bias)
+            return _Bf16Linear.apply(x, weight, bias)
         return F.linear(x, weight, bias)
     if _needs_grad(x, weight, bias):
         return _OneDnnLinear.apply(x, weight, bias)

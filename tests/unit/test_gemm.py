@@ -193,6 +193,25 @@ def test_bf16_training_products_pad_their_rows_to_the_bucket_and_give_the_unpadd
         torch.testing.assert_close(got, want)
 
 
+def test_bf16_training_products_keep_their_unpadded_input_for_the_backward_pass():
+    torch.manual_seed(3)
+    hidden = torch.randn(39, 16).bfloat16().requires_grad_()  # a bf16 activation (the FFN's hidden layer)
+    weight, bias = torch.randn(24, 16, requires_grad=True), torch.randn(24, requires_grad=True)
+    upstream = torch.randn(39, 24)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        y = gemm.linear(hidden, weight, bias)
+        padded = F.pad(hidden, (0, 0, 0, 9))
+        expected = F.linear(padded, weight, bias)[:39]  # autocast's product of the padded rows
+    kept = [tensor for tensor in y.grad_fn.saved_tensors if tensor.dim() == 2 and tensor.size(1) == 16]
+    assert [tensor.size(0) for tensor in kept] == [39, 24]  # the input unpadded, the weight
+    assert kept[0].data_ptr() == hidden.data_ptr()  # the input itself: no copy of it is kept
+    grads = torch.autograd.grad(y, [hidden, weight, bias], upstream.bfloat16())
+    expected_grads = torch.autograd.grad(expected, [hidden, weight, bias], upstream.bfloat16())
+    assert torch.equal(y, expected)
+    for got, want in zip(grads, expected_grads):
+        assert got.dtype == want.dtype and torch.equal(got, want)
+
+
 def test_rows_are_not_padded_without_gradients_or_in_float32(monkeypatch):
     x, weight = torch.randn(39, 16, requires_grad=True), torch.randn(24, 16, requires_grad=True)
     rows = linear_rows(monkeypatch)
