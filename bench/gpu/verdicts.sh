@@ -14,7 +14,10 @@
 # FILES_AT the reply's files_at:
 #   mkdir -p /tmp/back && tar -xzf FILES_AT/verdicts.tgz -C /tmp/back
 #   cp -rn /tmp/back/bench/results/hyps/CORPUS/SET bench/results/hyps/CORPUS/   (SET: the GPU's set, e.g.
-#   gpu-nvidia-h100-80gb-hbm3-bf16), commit the new files, then `python recipes/replicate.py tables`
+#   gpu-nvidia-h100-80gb-hbm3-bf16; `cp -r` for the systems staged with REDO), then
+#   `python recipes/replicate.py rehash --suite SUITE --work .gpu/verdicts/tree/work/SUITE` (a staged commit before
+#   data_hashes records only data_hash: this adds the hashes of what each run read, from the staged data), commit
+#   the new files, then `python recipes/replicate.py tables`
 set -uo pipefail
 export PYTHONUNBUFFERED=1
 S=$(pwd)/.gpu/verdicts
