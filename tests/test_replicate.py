@@ -11,11 +11,11 @@ import sys
 from pathlib import Path
 
 import pytest
+import sentencepiece as spm
 import yaml
 
 from ordo.analysis.tables import markdown_table
 from ordo.data.textio import read_yaml
-from ordo.data.vocab import train_sentencepiece
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root: the recipes package
 from recipes import replicate, verdicts
@@ -497,12 +497,14 @@ def test_the_settings_name_the_device_cpu_and_data_and_the_set_they_belong_to(tm
 
 
 def prepared_copy(folder: Path, sentences: list[str]) -> Path:
-    """A prepared data folder's training files in ``folder``: a SentencePiece model trained there (its bytes name
-    the folder), data.yaml with that model's byte digest, token and reorder-position arrays."""
+    """A prepared data folder's training files in ``folder``: a SentencePiece model trained there from a file, as
+    ordo's earlier commits trained it (its bytes name the file's path), data.yaml with that model's byte
+    digest, token and reorder-position arrays."""
     folder.mkdir()
     text = folder / "train.txt"
     text.write_text("\n".join(sentences) + "\n", encoding="utf-8")
-    train_sentencepiece([text], folder / "spm", vocab_size=40)
+    spm.SentencePieceTrainer.train(input=str(text), model_prefix=str(folder / "spm"), vocab_size=40,
+                                   hard_vocab_limit=False, minloglevel=2)
     digest = hashlib.sha256((folder / "spm.model").read_bytes()).hexdigest()
     (folder / "data.yaml").write_text(yaml.safe_dump({"src_vocab": "spm.model", "vocab_sha256": digest}),
                                       encoding="utf-8")

@@ -6,8 +6,9 @@ Every model ordo trains reserves the special ids of :mod:`ordo.data.batch`: ``PA
 
 from __future__ import annotations
 
+import io
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import sentencepiece as spm
@@ -42,7 +43,8 @@ def train_sentencepiece(
 
     Args:
         text_files: plain (not gzipped) UTF-8 files to learn from; pieces are learnt jointly over all.
-        model_prefix: where to write; the result is ``<model_prefix>.model`` (and ``.vocab``).
+        model_prefix: where to write; the result is ``<model_prefix>.model`` (and ``.vocab``, its pieces and
+            scores), which records no path: the same files give the same bytes in any folder.
         vocab_size: requested number of pieces, special ones included.
         model_type: ``"unigram"`` or ``"bpe"``.
         character_coverage: share of characters the model must cover (1.0 for small alphabets,
@@ -64,12 +66,12 @@ def train_sentencepiece(
         if not Path(path).is_file():
             raise InputError(f"{path}: no such file")
     model_prefix = Path(model_prefix)
-    model_prefix.parent.mkdir(parents=True, exist_ok=True)
+    model = io.BytesIO()
     spm.set_random_generator_seed(seed)
     try:
         spm.SentencePieceTrainer.train(
-            input=[str(p) for p in text_files],
-            model_prefix=str(model_prefix),
+            sentence_iterator=_lines(text_files),
+            model_writer=model,
             vocab_size=vocab_size,
             model_type=model_type,
             character_coverage=character_coverage,
@@ -85,7 +87,24 @@ def train_sentencepiece(
         )
     except RuntimeError as err:
         raise _training_error(err, vocab_size) from None
-    return model_prefix.with_name(model_prefix.name + ".model")
+    model_path = model_prefix.with_name(model_prefix.name + ".model")
+    with atomic_write(model_path, "wb", encoding=None) as handle:
+        handle.write(model.getvalue())
+    processor = spm.SentencePieceProcessor(model_proto=model.getvalue())
+    with atomic_write(model_prefix.with_name(model_prefix.name + ".vocab")) as handle:
+        handle.writelines(f"{processor.id_to_piece(i)}\t{processor.get_score(i):g}\n"
+                          for i in range(processor.get_piece_size()))
+    return model_path
+
+
+def _lines(text_files: Sequence[str | Path]) -> Iterator[str]:
+    """The lines of ``text_files``, one file after another, without their line ends: what SentencePiece reads
+    from the files themselves, given as sentences so that the model does not record the files' paths (it would
+    name the folder it was trained in, and differ byte for byte between two folders)."""
+    for path in text_files:
+        with open(path, encoding="utf-8") as handle:
+            for line in handle:
+                yield line.rstrip("\n")
 
 
 def _training_error(err: RuntimeError, vocab_size: int) -> Exception:

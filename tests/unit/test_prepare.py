@@ -228,7 +228,7 @@ def test_sentencepiece_vocab_size_bounds(tiny_corpus, tmp_path):
 
 
 @pytest.mark.skipif(not (SHARED_DATA / "multi30k").is_dir(), reason="shared data not present")
-def test_sentencepiece_gives_the_same_pieces_whatever_the_cores(tmp_path, monkeypatch):
+def test_sentencepiece_gives_the_same_model_whatever_the_cores_and_folder(tmp_path, monkeypatch):
     text = tmp_path / "train.en"
     text.write_text("".join(f"{line}\n" for line in read_lines(SHARED_DATA / "multi30k" / "train.en.gz")[:3000]),
                     encoding="utf-8")
@@ -238,6 +238,13 @@ def test_sentencepiece_gives_the_same_pieces_whatever_the_cores(tmp_path, monkey
         model = spm.SentencePieceProcessor(model_file=str(train_sentencepiece([text], tmp_path / f"m{cores}", 1000)))
         pieces.append([(model.id_to_piece(i), model.get_score(i)) for i in range(model.get_piece_size())])
     assert len(pieces[0]) == 1000 and pieces[0] == pieces[1]
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "train.en").write_bytes(text.read_bytes())
+    moved = train_sentencepiece([elsewhere / "train.en"], elsewhere / "m", 1000)
+    assert moved.read_bytes() == (tmp_path / "m4.model").read_bytes()  # no path of the folder in the model
+    vocab_lines = (elsewhere / "m.vocab").read_text(encoding="utf-8").splitlines()
+    assert [line.split("\t")[0] for line in vocab_lines] == [piece for piece, _ in pieces[0]]
 
 
 @pytest.mark.skipif(not (SHARED_DATA / "small_parallel_enja").is_dir(), reason="shared data not present")
