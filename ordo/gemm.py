@@ -544,7 +544,8 @@ class _Bf16Linear(torch.autograd.Function):
     dtype), with dx = dy W, dW = dy^T x, db = Σ dy. It keeps x in bf16 unpadded for the backward pass, where
     autocast's ``F.linear`` on the padded rows kept the padded copy: a copy of every product's input beside the
     input itself where that is bf16 already (the FFN's hidden activations, the largest a layer keeps), so a bf16
-    small model trained with 1.09x the memory of float32 (``bench/results/cpu_defaults_amd_avx512.md``)."""
+    small model trained with 1.09x the memory of float32 (``bench/results/cpu_defaults_amd_avx512.md``). W is
+    kept as it is and cast again there: a bf16 copy per product would pile up over an RNN's time steps."""
 
     @staticmethod
     def forward(  # type: ignore[override]
@@ -554,7 +555,7 @@ class _Bf16Linear(torch.autograd.Function):
         half = torch.bfloat16
         x_half, weight_half = x.to(half), weight.to(half)
         bias_half = bias.to(half) if bias is not None else None
-        ctx.save_for_backward(x_half, weight_half)
+        ctx.save_for_backward(x_half, weight)  # W itself, cast again in the backward pass: no copy of it kept
         ctx.dtypes = (x.dtype, weight.dtype, bias.dtype if bias is not None else None)  # type: ignore[attr-defined]
         padded_rows = bucketed_rows(x.numel() // max(x.size(-1), 1))
         with torch.autocast("cpu", enabled=False):
@@ -566,7 +567,7 @@ class _Bf16Linear(torch.autograd.Function):
         ctx: torch.autograd.function.FunctionCtx, grad_y: torch.Tensor
     ) -> tuple[torch.Tensor | None, torch.Tensor | None, torch.Tensor | None]:
         """Gradients of x, W and b, each in its input's dtype, for the incoming (…, M) gradient of y."""
-        x_half, weight_half = ctx.saved_tensors  # type: ignore[attr-defined]
+        x_half, weight = ctx.saved_tensors  # type: ignore[attr-defined]
         x_dtype, weight_dtype, bias_dtype = ctx.dtypes  # type: ignore[attr-defined]
         need_x, need_weight, need_bias = ctx.needs_input_grad  # type: ignore[attr-defined]
         grad_rows = grad_y.reshape(-1, grad_y.size(-1)).to(torch.bfloat16)
@@ -576,7 +577,7 @@ class _Bf16Linear(torch.autograd.Function):
         grad_x = grad_weight = grad_bias = None
         with torch.autocast("cpu", enabled=False):
             if need_x:
-                grad_x = (padded_grad @ weight_half)[:rows].view(x_half.shape).to(x_dtype)
+                grad_x = (padded_grad @ weight.to(torch.bfloat16))[:rows].view(x_half.shape).to(x_dtype)
             if need_weight:
                 x_rows = x_half.reshape(-1, x_half.size(-1))
                 padded_x = F.pad(x_rows, (0, 0, 0, padding)) if padding else x_rows

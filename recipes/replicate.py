@@ -62,7 +62,7 @@ import re
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -78,7 +78,7 @@ from ordo.analysis.systems import training_figures
 from ordo.build import count_parameters
 from ordo.checkpoint import load_checkpoint
 from ordo.cli import main as ordo
-from ordo.config import merge, parse_overrides
+from ordo.config import build_config, merge, parse_overrides
 from ordo.data.textio import atomic_write, read_lines, read_yaml
 from ordo.device import resolve_device
 from ordo.errors import ConfigError
@@ -253,10 +253,15 @@ def data_hash(data: Path) -> str:
     digest = hashlib.sha256()
     for path in data_files(data):
         digest.update(f"{path.relative_to(data)}\n".encode())
-        with open(path, "rb") as handle:
-            for block in iter(lambda: handle.read(1 << 20), b""):
-                digest.update(block)
+        for block in file_blocks(path):
+            digest.update(block)
     return digest.hexdigest()
+
+
+def file_blocks(path: Path) -> Iterator[bytes]:
+    """The bytes of ``path`` in blocks of 1 MiB."""
+    with open(path, "rb") as handle:
+        yield from iter(lambda: handle.read(1 << 20), b"")
 
 
 def data_hashes(data: Path, fields: Sequence[str]) -> dict[str, str]:
@@ -273,41 +278,43 @@ def data_hashes(data: Path, fields: Sequence[str]) -> dict[str, str]:
         digest = digests.get(field.group(1)) if field else digests["tokens"]
         if digest is not None:
             digest.update(f"{path.relative_to(data)}\n".encode())
-            digest.update(content_bytes(path))
+            for block in content_blocks(path):
+                digest.update(block)
     return {name: digest.hexdigest() for name, digest in digests.items()}
 
 
-def content_bytes(path: Path) -> bytes:
+def content_blocks(path: Path) -> Iterator[bytes]:
     """What ``path`` holds for :func:`data_hashes`: a SentencePiece model's pieces with their scores and kinds,
-    data.yaml without ``vocab_sha256``, any other file's bytes."""
+    data.yaml without ``vocab_sha256``, any other file's bytes (read in blocks)."""
     if path.suffix == ".model":
         model = spm.SentencePieceProcessor(model_file=str(path))
-        return "\n".join(f"{model.id_to_piece(i)}\t{model.get_score(i)}\t{model.is_control(i)}{model.is_unknown(i)}"
-                         f"{model.is_unused(i)}{model.is_byte(i)}" for i in range(model.get_piece_size())).encode()
-    if path.name == "data.yaml":
+        yield "\n".join(f"{model.id_to_piece(i)}\t{model.get_score(i)}\t{model.is_control(i)}{model.is_unknown(i)}"
+                        f"{model.is_unused(i)}{model.is_byte(i)}" for i in range(model.get_piece_size())).encode()
+    elif path.name == "data.yaml":
         meta = {key: value for key, value in read_yaml(path).items() if key != "vocab_sha256"}
-        return yaml.safe_dump(meta, sort_keys=True).encode()
-    return path.read_bytes()
+        yield yaml.safe_dump(meta, sort_keys=True).encode()
+    else:
+        yield from file_blocks(path)
 
 
 def rehash(suite: str, work: Path, hyps_root: Path) -> list[Path]:
-    """Add ``data_hashes`` (:func:`data_hashes`) to the recorded runs of ``suite``'s systems that lack them and
-    whose ``data_hash`` is that of the prepared folder of their ``data`` in ``work``: runs of a commit before
-    ``data_hashes`` (a staged GPU tree's, a worktree's queue at an older commit) whose data is still there. The
-    records changed."""
-    systems = read_yaml(RECIPES / suite / "systems.yaml")
+    """Add ``data_hashes`` (:func:`data_hashes`, the fields those of the methods the record's own overrides switch
+    on) to the recorded runs of ``suite``'s corpus that lack them and whose ``data_hash`` is that of the prepared
+    folder of their ``data`` in ``work``: runs of a commit before ``data_hashes`` (a staged GPU tree's, a
+    worktree's queue at an older commit) whose data is still there. The records changed."""
     full: dict[Path, str] = {}
     changed = []
     for path in sorted((hyps_root / read_yaml(RECIPES / suite / "suite.yaml")["corpus"]).glob("*/*.seed*.yaml")):
         settings = read_yaml(path)
-        name, data = split_seed(path.stem)[0], work / str(settings.get("data"))
-        if "data_hashes" in settings or name not in systems or not data.is_dir():
+        data = work / str(settings.get("data"))
+        if "data_hashes" in settings or not data.is_dir():
             continue
         if data not in full:
             full[data] = data_hash(data)
         if settings.get("data_hash") != full[data]:
             continue
-        hashes = data_hashes(data, fields_read(RECIPES / suite, system_entry(name, systems[name])[1]))
+        overrides = [*(settings.get("trial") or {}).get("overrides", []), *settings.get("overrides", [])]
+        hashes = data_hashes(data, fields_read(RECIPES / suite, overrides))
         updated = {}
         for key, value in settings.items():
             updated[key] = value
@@ -321,10 +328,10 @@ def rehash(suite: str, work: Path, hyps_root: Path) -> list[Path]:
 
 def fields_read(suite: Path, overrides: list[str]) -> tuple[str, ...]:
     """The per-token fields of the prepared data that a run of ``suite`` with ``overrides`` reads: those its
-    methods (``model.methods``) declare (:class:`ordo.methods.Method`), in name order."""
-    model = merge(read_yaml(suite / "train.yaml"), parse_overrides(overrides)).get("model") or {}
-    names = [name for name, options in (model.get("methods") or {}).items() if options is not None]
-    return tuple(sorted({field for name in names for field in METHODS[name].fields}))
+    methods declare (:class:`ordo.methods.Method`), every method its config switches on (a ``model.methods``
+    key, with options or none), in name order."""
+    config = build_config(merge(read_yaml(suite / "train.yaml"), parse_overrides(overrides)))
+    return tuple(sorted({field for name in config.model.methods for field in METHODS[name].fields}))
 
 
 def cpu_settings() -> dict[str, str | bool]:

@@ -531,6 +531,7 @@ def test_data_hashes_agree_across_folders_and_on_what_a_run_reads(tmp_path):
     assert replicate.fields_read(suite, []) == ()
     assert replicate.fields_read(suite, ["model.methods.exgre.weight=0.6"]) == ("reorder_positions",)
     assert replicate.fields_read(suite, ["model.methods.reorder_emb.variant=both"]) == ()
+    assert replicate.fields_read(suite, ["model.methods.refsr=null"]) == ("reorder_positions",)  # on, its defaults
 
 
 def test_a_comparison_is_refused_only_for_data_its_runs_read(tmp_path):
@@ -554,13 +555,17 @@ def test_rehash_adds_the_hashes_of_what_each_run_read_where_its_data_is_here(tmp
     data = prepared_copy(work / "data", ["a cat sat on the mat", "the dog ran to the cat"] * 20)
     folder = tmp_path / "hyps" / "multi30k" / SET
     folder.mkdir(parents=True)
-    written = {"baseline.seed1": replicate.data_hash(data), "exgre_soft.seed1": replicate.data_hash(data),
-               "exgre_soft.seed2": "ee" * 32}  # prepared elsewhere: its data is not here
-    for label, full in written.items():
-        (folder / f"{label}.yaml").write_text(yaml.safe_dump(exchangeable(data_hash=full), sort_keys=False),
-                                              encoding="utf-8")
+    method = ["model.methods.exgre.weight=0.6", "model.methods.exgre.hard_window=false"]
+    written = {"baseline.seed1": (replicate.data_hash(data), ["train.seed=1"]),
+               "exgre_soft.seed1": (replicate.data_hash(data), [*method, "train.seed=1"]),
+               "exgre_soft.seed2": ("ee" * 32, [*method, "train.seed=2"]),  # prepared elsewhere: not here
+               "exgre_tuned.seed1": (replicate.data_hash(data), ["model.methods.exgre=null"])}  # the record's own
+    for label, (full, overrides) in written.items():
+        settings = exchangeable(data_hash=full, overrides=overrides)
+        (folder / f"{label}.yaml").write_text(yaml.safe_dump(settings, sort_keys=False), encoding="utf-8")
     assert replicate.rehash("m30k_verdict", work, tmp_path / "hyps") == [
-        folder / "baseline.seed1.yaml", folder / "exgre_soft.seed1.yaml"]
+        folder / "baseline.seed1.yaml", folder / "exgre_soft.seed1.yaml", folder / "exgre_tuned.seed1.yaml"]
+    assert set(read_yaml(folder / "exgre_tuned.seed1.yaml")["data_hashes"]) == {"tokens", "reorder_positions"}
     baseline, method = read_yaml(folder / "baseline.seed1.yaml"), read_yaml(folder / "exgre_soft.seed1.yaml")
     assert baseline["data_hashes"] == replicate.data_hashes(data, [])
     assert method["data_hashes"] == replicate.data_hashes(data, ["reorder_positions"])

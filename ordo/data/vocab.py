@@ -102,7 +102,7 @@ def _lines(text_files: Sequence[str | Path]) -> Iterator[str]:
     from the files themselves, given as sentences so that the model does not record the files' paths (it would
     name the folder it was trained in, and differ byte for byte between two folders)."""
     for path in text_files:
-        with open(path, encoding="utf-8") as handle:
+        with open(path, encoding="utf-8", newline="\n") as handle:  # a lone \r stays inside its line, as there
             for line in handle:
                 yield line.rstrip("\n")
 

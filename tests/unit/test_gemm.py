@@ -204,7 +204,7 @@ def test_bf16_training_products_keep_their_unpadded_input_for_the_backward_pass(
         expected = F.linear(padded, weight, bias)[:39]  # autocast's product of the padded rows
     kept = [tensor for tensor in y.grad_fn.saved_tensors if tensor.dim() == 2 and tensor.size(1) == 16]
     assert [tensor.size(0) for tensor in kept] == [39, 24]  # the input unpadded, the weight
-    assert kept[0].data_ptr() == hidden.data_ptr()  # the input itself: no copy of it is kept
+    assert kept[0].data_ptr() == hidden.data_ptr() and kept[1] is weight  # the tensors themselves: no copies kept
     grads = torch.autograd.grad(y, [hidden, weight, bias], upstream.bfloat16())
     expected_grads = torch.autograd.grad(expected, [hidden, weight, bias], upstream.bfloat16())
     assert torch.equal(y, expected)

@@ -17,6 +17,7 @@ import sentencepiece as spm
 from ordo.config import from_dict
 from ordo.data import corpus as corpus_module
 from ordo.data import prepare as prepare_module
+from ordo.data import vocab as vocab_module
 from ordo.data.corpus import DataMeta, ParallelData, load_vocabs, write_field
 from ordo.data.lattice.corpus import LatticeConfig
 from ordo.data.prepare import PrepareConfig, length_problem, prepare, sample_flags
@@ -245,6 +246,13 @@ def test_sentencepiece_gives_the_same_model_whatever_the_cores_and_folder(tmp_pa
     assert moved.read_bytes() == (tmp_path / "m4.model").read_bytes()  # no path of the folder in the model
     vocab_lines = (elsewhere / "m.vocab").read_text(encoding="utf-8").splitlines()
     assert [line.split("\t")[0] for line in vocab_lines] == [piece for piece, _ in pieces[0]]
+
+
+def test_sentencepiece_reads_the_lines_sentencepiece_would_read_from_the_files(tmp_path):
+    text = tmp_path / "train.txt"
+    text.write_bytes(b"a cat\rsat\nthe mat\r\n\non a dog\n")
+    # split at \n only, as SentencePiece's own file reader: a stray \r (a crawled corpus has them) is no line end
+    assert list(vocab_module._lines([text, text])) == ["a cat\rsat", "the mat\r", "", "on a dog"] * 2
 
 
 @pytest.mark.skipif(not (SHARED_DATA / "small_parallel_enja").is_dir(), reason="shared data not present")
