@@ -64,10 +64,17 @@ validation) the weights are packed once into oneDNN's layout (:func:`_packed`).
 Training under bf16 autocast on a CPU, torch runs every product on oneDNN, which builds (and caches) a kernel for
 each new shape; with token batching nearly every batch brings a new number of rows, so the caches grow with
 every update and the steps slow down as they do (bench/RESULTS.md). There, and for float32 training products on
-oneDNN, the rows of each product are padded with zeros to a multiple of :data:`ROW_BUCKET` (of
-:data:`SMALL_ROW_BUCKET` for small products; :func:`bucketed_rows`), which bounds the shapes, keeps the memory
-flat and the step time steady; the padded rows are cut off again. A bf16 product keeps its input for the
-backward pass unpadded, in bf16 (:class:`_Bf16Linear`), not the padded copy autocast's product would keep.
+oneDNN, the rows of each product are padded with zeros to a few counts (:func:`bucketed_rows`: multiples of
+:data:`SMALL_ROW_BUCKET` up to :data:`ROW_BUCKET` rows, then 8 counts per doubling, at least ROW_BUCKET apart),
+which bounds the shapes, keeps the memory flat and the step time steady; the padded rows are cut off again. Each
+kernel stays in two caches (oneDNN's and torch's, 1,024 entries each) at about 0.5 MB, which a run meets at its
+first batches and its validation: multiples of 128 throughout gave a tiny model's bf16 run about 220 kernels and
+1.18x the peak memory of float32 BLAS over 600 updates, the 8 counts per doubling 110 and 1.04x, at the same
+speed (and 6-10% less memory for the small and base presets, bf16 and float32 on oneDNN:
+``bench/results/cpu_defaults_amd_avx512_training.md``). bf16 products without gradients (a validation's, a
+bf16 translation's) pad their rows as oneDNN's float32 ones do (:func:`inference_rows`). A bf16 product keeps its
+input for the backward pass unpadded, in bf16 (:class:`_Bf16Linear`), not the padded copy autocast's product
+would keep.
 """
 
 from __future__ import annotations
@@ -106,7 +113,7 @@ _packed_weights: WeakIdKeyDictionary | None = None  # trained weight -> packed c
 # happens for every product of a decoding step, and the reference's callback drops the entry with the weight
 _packed_frozen: dict[int, tuple[weakref.ref, int | None, torch.Tensor]] = {}
 PACK_ROWS = 8  # the row count oneDNN is told to expect when packing (the layout it picks serves any count)
-ROW_BUCKET = 128  # training products (bf16, or float32 on oneDNN) see row counts that are multiples of this
+ROW_BUCKET = 128  # training products (bf16, or float32 on oneDNN) see row counts that are multiples of this (bucketed_rows)
 SMALL_ROW_BUCKET = 16  # ... or, up to ROW_BUCKET rows (an RNN's time step), multiples of this
 AUTO_MIN_WIDTH = 256  # auto's oneDNN rule keeps a weight with a side narrower than this on BLAS (module docstring)
 TIMING_MARGIN = 0.05  # a timed choice leaves the rule's backend only for one faster by this share
@@ -278,14 +285,20 @@ def _padded_product(
 
 
 def inference_rows(rows: int) -> int:
-    """The row count a oneDNN product without gradients runs at (:func:`_onednn_inference`): up to
-    :data:`SMALL_ROW_BUCKET` rows (a beam of one sentence) as they are, since there are few such counts and
-    padding would multiply the work of the few rows where oneDNN wins most; above, rounded up to a multiple of
-    SMALL_ROW_BUCKET or of a sixteenth of the power of two at or above ``rows``, whichever is larger (15 counts up
-    to 256 rows, then 8 per doubling)."""
+    """The row count a oneDNN product without gradients runs at (:func:`_onednn_inference`, and bf16 products
+    without gradients): up to :data:`SMALL_ROW_BUCKET` rows (a beam of one sentence) as they are, since there are
+    few such counts and padding would multiply the work of the few rows where oneDNN wins most; above,
+    :func:`_grid_rows` with steps of at least SMALL_ROW_BUCKET (15 counts up to 256 rows, then 8 per doubling)."""
     if rows <= SMALL_ROW_BUCKET:
         return rows
-    step = max(SMALL_ROW_BUCKET, (1 << (rows - 1).bit_length()) // 16)
+    return _grid_rows(rows, SMALL_ROW_BUCKET)
+
+
+def _grid_rows(rows: int, least_step: int) -> int:
+    """``rows`` rounded up to a multiple of a sixteenth of the power of two at or above it, or of ``least_step``
+    where that is larger: 8 counts per doubling, at most 1/8 more rows than ``rows`` once the sixteenth is the
+    step."""
+    step = max(least_step, (1 << (rows - 1).bit_length()) // 16)
     return -(-rows // step) * step
 
 
@@ -515,10 +528,13 @@ class _OneDnnLinear(torch.autograd.Function):
 
 
 def bucketed_rows(rows: int) -> int:
-    """``rows`` rounded up to a multiple of :data:`ROW_BUCKET`, or of :data:`SMALL_ROW_BUCKET` up to ROW_BUCKET
-    rows (so a small product, such as an RNN's step, pads a few rows rather than doubling)."""
-    bucket = SMALL_ROW_BUCKET if rows <= ROW_BUCKET else ROW_BUCKET
-    return -(-rows // bucket) * bucket
+    """The row count a training product runs at (module docstring): ``rows`` rounded up to a multiple of
+    :data:`SMALL_ROW_BUCKET` up to :data:`ROW_BUCKET` rows (so a small product, such as an RNN's step, pads a few
+    rows rather than doubling), above by :func:`_grid_rows` with steps of at least ROW_BUCKET (multiples of 128
+    up to 2,048 rows, of 256 up to 4,096, then 8 counts per doubling)."""
+    if rows <= ROW_BUCKET:
+        return -(-rows // SMALL_ROW_BUCKET) * SMALL_ROW_BUCKET
+    return _grid_rows(rows, ROW_BUCKET)
 
 
 def buckets_rows(x: torch.Tensor, dtype: torch.dtype | None = None) -> bool:
@@ -589,8 +605,8 @@ class _Bf16Linear(torch.autograd.Function):
 
 def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
     """``F.linear(x, weight, bias)`` = x W^T + b on the active backend (oneDNN or torch's path, or the one timed
-    faster for its shape and a beam's rows); in bf16 training on a CPU with the rows padded to
-    :func:`bucketed_rows` (module docstring)."""
+    faster for its shape and a beam's rows); in bf16 on a CPU with the rows padded to :func:`bucketed_rows` in
+    training, to :func:`inference_rows` without gradients (module docstring)."""
     if (_timed and x.is_cpu and x.dtype == torch.float32 and weight.dtype == torch.float32
             and not torch.is_grad_enabled()):
         rows = x.numel() // max(x.shape[-1], 1)
@@ -601,9 +617,12 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = No
             if _timeable(x, weight, bias):
                 return _timed_linear(x, weight, bias, rows)
     if not _use_onednn(x, weight):
-        if torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad) and buckets_rows(x):
+        if not buckets_rows(x):
+            return F.linear(x, weight, bias)
+        if torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad):
             return _Bf16Linear.apply(x, weight, bias)
-        return F.linear(x, weight, bias)
+        return _padded_product(x, inference_rows(x.numel() // max(x.size(-1), 1)), weight.size(0),
+                               lambda rows: F.linear(rows, weight, bias))
     if _needs_grad(x, weight, bias):
         return _OneDnnLinear.apply(x, weight, bias)
     return _onednn_inference(x, weight, bias)

@@ -212,16 +212,32 @@ def test_bf16_training_products_keep_their_unpadded_input_for_the_backward_pass(
         assert got.dtype == want.dtype and torch.equal(got, want)
 
 
-def test_rows_are_not_padded_without_gradients_or_in_float32(monkeypatch):
+def test_float32_rows_are_not_padded_and_bf16_rows_without_gradients_pad_as_inference_does(monkeypatch):
+    torch.manual_seed(4)
     x, weight = torch.randn(39, 16, requires_grad=True), torch.randn(24, 16, requires_grad=True)
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+        expected = F.linear(x, weight)  # autocast's product of the unpadded rows
     rows = linear_rows(monkeypatch)
     gemm.linear(x, weight)  # float32 training
     with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
-        gemm.linear(x, weight)  # bf16 translation
+        translated = gemm.linear(x, weight)  # a bf16 validation's or translation's product
+        beam = gemm.linear(x[:5], weight)  # a beam's few rows stay as they are
     with torch.autocast("cpu", dtype=torch.bfloat16):
         gemm.linear(torch.randn(2 * gemm.ROW_BUCKET, 16, requires_grad=True), weight)  # already a multiple
-    assert rows == [39, 39, 2 * gemm.ROW_BUCKET]
-    assert [gemm.bucketed_rows(n) for n in (1, 39, 128, 129, 300, 2769)] == [16, 48, 128, 256, 384, 2816]
+    assert rows == [39, gemm.inference_rows(39), 5, 2 * gemm.ROW_BUCKET] and gemm.inference_rows(39) == 48
+    assert translated.shape == (39, 24) and beam.shape == (5, 24) and translated.dtype == torch.bfloat16
+    assert torch.equal(translated, expected)
+
+
+def test_training_rows_pad_to_a_few_counts_per_doubling():
+    assert [gemm.bucketed_rows(n) for n in (1, 39, 128, 129, 300, 2049, 2769, 4097)] == [
+        16, 48, 128, 256, 384, 2304, 2816, 4608]
+    for low in (512, 1024, 2048, 4096):  # multiples of 128 up to 2,048 rows, then 8 counts per doubling
+        rows = range(low + 1, 2 * low + 1)
+        padded = [gemm.bucketed_rows(n) for n in rows]
+        assert len(set(padded)) == min(low // gemm.ROW_BUCKET, 8)  # one kernel per count and layer
+        assert all(count % gemm.ROW_BUCKET == 0 and 0 <= count - n < max(gemm.ROW_BUCKET, low // 8)
+                   for count, n in zip(padded, rows))
 
 
 @needs_onednn
