@@ -67,11 +67,11 @@ every update and the steps slow down as they do (bench/RESULTS.md). There, and f
 oneDNN, the rows of each product are padded with zeros to a few counts (:func:`bucketed_rows`: multiples of
 :data:`SMALL_ROW_BUCKET` up to :data:`ROW_BUCKET` rows, then 8 counts per doubling, at least ROW_BUCKET apart),
 which bounds the shapes, keeps the memory flat and the step time steady; the padded rows are cut off again. Each
-kernel stays in two caches (oneDNN's and torch's, 1,024 entries each) at about 0.5 MB, which a run meets at its
-first batches and its validation: multiples of 128 throughout gave a tiny model's bf16 run about 220 kernels and
-1.18x the peak memory of float32 BLAS over 600 updates, the 8 counts per doubling 110 and 1.04x, at the same
-speed (and 6-10% less memory for the small and base presets, bf16 and float32 on oneDNN:
-``bench/results/cpu_defaults_amd_avx512_training.md``). bf16 products without gradients (a validation's, a
+kernel, about 0.5 MB, stays in two caches (oneDNN's and torch's, 1,024 entries each); a run builds most of them
+in its first batches and its validation: multiples of 128 throughout gave a tiny model's bf16 run about 220 kernels and
+1.18x the peak memory of float32 BLAS over 600 updates, the 8 counts per doubling 110 kernels and 1.03x over 200,
+at the same speed, and 6-10% less memory for the small and base presets, bf16 and float32 on oneDNN
+(bench/RESULTS.md, "CPU defaults per preset"). bf16 products without gradients (a validation's, a
 bf16 translation's) pad their rows as oneDNN's float32 ones do (:func:`inference_rows`). A bf16 product keeps its
 input for the backward pass unpadded, in bf16 (:class:`_Bf16Linear`), not the padded copy autocast's product
 would keep.
