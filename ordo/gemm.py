@@ -68,11 +68,11 @@ oneDNN, the rows of each product are padded with zeros to a few counts (:func:`b
 :data:`SMALL_ROW_BUCKET` up to :data:`ROW_BUCKET` rows, then 8 counts per doubling, at least ROW_BUCKET apart),
 which bounds the shapes, keeps the memory flat and the step time steady; the padded rows are cut off again. Each
 kernel, about 0.5 MB, stays in two caches (oneDNN's and torch's, 1,024 entries each); a run builds most of them
-in its first batches and its validation: multiples of 128 throughout gave a tiny model's bf16 run about 220 kernels and
-1.18x the peak memory of float32 BLAS over 600 updates, the 8 counts per doubling 110 kernels and 1.03x over 200,
-at the same speed, and 6-10% less memory for the small and base presets, bf16 and float32 on oneDNN
-(bench/RESULTS.md, "CPU defaults per preset"). bf16 products without gradients (a validation's, a
-bf16 translation's) pad their rows as oneDNN's float32 ones do (:func:`inference_rows`). A bf16 product keeps its
+in its first batches and its validation: multiples of 128 throughout gave a tiny model's bf16 run about 220
+kernels and 1.18x the peak memory of float32 BLAS over 600 updates, the 8 counts per doubling 110 kernels and
+1.03x over 200, at the same speed, and 6-10% less memory for the small and base presets, bf16 and float32 on
+oneDNN (bench/RESULTS.md, "CPU defaults per preset"). bf16 products without gradients (a validation's, a bf16
+translation's) pad their rows as oneDNN's float32 ones do (:func:`inference_rows`). A bf16 product keeps its
 input for the backward pass unpadded, in bf16 (:class:`_Bf16Linear`), not the padded copy autocast's product
 would keep.
 """
@@ -113,7 +113,7 @@ _packed_weights: WeakIdKeyDictionary | None = None  # trained weight -> packed c
 # happens for every product of a decoding step, and the reference's callback drops the entry with the weight
 _packed_frozen: dict[int, tuple[weakref.ref, int | None, torch.Tensor]] = {}
 PACK_ROWS = 8  # the row count oneDNN is told to expect when packing (the layout it picks serves any count)
-ROW_BUCKET = 128  # training products (bf16, or float32 on oneDNN) see row counts that are multiples of this (bucketed_rows)
+ROW_BUCKET = 128  # training products (bf16, or float32 on oneDNN) see row counts that are multiples of this
 SMALL_ROW_BUCKET = 16  # ... or, up to ROW_BUCKET rows (an RNN's time step), multiples of this
 AUTO_MIN_WIDTH = 256  # auto's oneDNN rule keeps a weight with a side narrower than this on BLAS (module docstring)
 TIMING_MARGIN = 0.05  # a timed choice leaves the rule's backend only for one faster by this share
@@ -268,8 +268,14 @@ def _onednn_inference(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor 
     a new one costs 3 to 9 times a repeated product of the small preset's layers and about 0.5 MB that stays
     (``bench/results/gemm_decode_costs.md``), while a decoding run's row count changes whenever a sentence of
     the batch finishes; padded, a weight meets a few row counts for at most 1/8 more rows above 128."""
-    return _padded_product(x, inference_rows(x.numel() // max(x.size(-1), 1)), weight.size(0),
-                           lambda rows: _onednn_linear(rows, _packed(weight), bias))
+    return _inference_product(x, weight.size(0), lambda rows: _onednn_linear(rows, _packed(weight), bias))
+
+
+def _inference_product(x: torch.Tensor, out_features: int, product: Callable[[torch.Tensor], torch.Tensor]
+                       ) -> torch.Tensor:
+    """``product`` of ``x`` without gradients, its rows padded to :func:`inference_rows` (:func:`_padded_product`):
+    oneDNN's float32 products on the packed weight, and bf16 products (module docstring)."""
+    return _padded_product(x, inference_rows(x.numel() // max(x.size(-1), 1)), out_features, product)
 
 
 def _padded_product(
@@ -621,8 +627,7 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = No
             return F.linear(x, weight, bias)
         if torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad):
             return _Bf16Linear.apply(x, weight, bias)
-        return _padded_product(x, inference_rows(x.numel() // max(x.size(-1), 1)), weight.size(0),
-                               lambda rows: F.linear(rows, weight, bias))
+        return _inference_product(x, weight.size(0), lambda rows: F.linear(rows, weight, bias))
     if _needs_grad(x, weight, bias):
         return _OneDnnLinear.apply(x, weight, bias)
     return _onednn_inference(x, weight, bias)
