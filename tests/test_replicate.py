@@ -256,7 +256,8 @@ def test_pending_runs_come_seed_by_seed_in_this_machines_set_comparison_systems_
 
 def test_a_suite_that_needs_a_gpu_has_no_set_on_a_cpu(monkeypatch):
     monkeypatch.setattr(replicate, "training_device", lambda config: {"device": "cpu", "precision": "float32"})
-    assert replicate.machine_set("m30k_verdict", 1) is None
+    assert replicate.machine_set("wmt14_verdict", 1) is None
+    assert replicate.machine_set("m30k_verdict", None).endswith("-t1-fp32")  # a CPU set of its own (issue 40)
     assert replicate.machine_set("enja_verdict", None).endswith("-t1-fp32")  # the suite's train.yaml: one thread
     assert replicate.machine_set("enja_verdict", 2).endswith("-t2-fp32")
 
