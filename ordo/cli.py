@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from ordo.errors import ConfigError, InputError, OrdoError, TrainingInterrupted
+from ordo.wait_policy import set_wait_policy
 
 
 def _add_prepare(sub: argparse._SubParsersAction) -> None:
@@ -633,16 +634,13 @@ VERBS = {
 }
 
 
-SERVE_ENVIRONMENT = {"OMP_WAIT_POLICY": "PASSIVE"}  # a server's cores are shared with its own HTTP threads
-
-
 def set_verb_environment(argv: list[str]) -> None:
-    """Environment defaults a verb needs before PyTorch loads OpenMP (so before the parser is built): ``serve``
-    makes OpenMP's threads sleep rather than spin while they wait (:data:`SERVE_ENVIRONMENT`; measured in
-    bench/RESULTS.md, "Sharing the CPU"). A value the user set wins."""
-    if argv[:1] == ["serve"]:
-        for name, value in SERVE_ENVIRONMENT.items():
-            os.environ.setdefault(name, value)
+    """Environment defaults a verb needs before PyTorch loads OpenMP (so before the parser is built): OpenMP's
+    wait policy (:func:`ordo.wait_policy.set_wait_policy`: passive for ``serve``, and for a computing verb on
+    cores that other work keeps busy, said on stderr). A value the user set wins."""
+    note = set_wait_policy(argv[0], os.environ) if argv else None
+    if note:
+        print(note, file=sys.stderr)
 
 
 def main(argv: list[str] | None = None) -> int:
