@@ -132,21 +132,21 @@ def folder_lock(folder: Path, wait: bool = True) -> Iterator[bool]:
 
 
 def prepare(config: Path, spec: dict, data_dir: Path, out: Path) -> None:
-    """Binarize the corpus with one prepare config, once: OUT is reused when it exists and was prepared from the
-    same corpus files (OUT/corpus.yaml), and refused when it was prepared from others. Runs side by side wait for
-    each other (:func:`folder_lock`)."""
+    """Binarize the corpus with one prepare config, once: OUT is reused when it was prepared from the same corpus
+    files (OUT/corpus.yaml, written when ``ordo prepare`` has finished), refused when it was prepared from others,
+    and prepared again where it has no corpus.yaml: a preparation that stopped part way (``ordo prepare`` writes
+    data.yaml before it aligns, for one). Runs side by side wait for each other (:func:`folder_lock`)."""
     with folder_lock(out):
         files = {f"--{split}-{side}": str(data_dir / f"{spec['splits'][split]}.{spec[side]}.gz")
                  for split in ("train", "valid", "test") for side in ("src", "tgt")}
         stamp = corpus_stamp(files)
-        if (out / "data.yaml").exists():
-            if not (out / CORPUS_STAMP).exists():
-                print(f"warning: {out} has no {CORPUS_STAMP} (prepared by an older ordo): not checked against "
-                      f"{data_dir}", flush=True)
-            elif read_yaml(out / CORPUS_STAMP) != stamp:
+        if (out / CORPUS_STAMP).exists():
+            if read_yaml(out / CORPUS_STAMP) != stamp:
                 sys.exit(f"{out} was prepared from other corpus files than those in {data_dir}: give this corpus its "
                          "own --work folder")
             return
+        if (out / "data.yaml").exists():
+            print(f"{out} has no {CORPUS_STAMP}: its preparation stopped part way, preparing it again", flush=True)
         args = ["prepare", str(config), "--out", str(out)]
         for flag, path in files.items():
             args += [flag, path]

@@ -156,6 +156,18 @@ def test_a_prepared_data_folder_is_refused_for_another_corpus(tmp_path, monkeypa
         compare.prepare(Path("prepare.yaml"), spec, tmp_path / "full", out)
 
 
+def test_a_preparation_that_stopped_part_way_is_done_again_not_reused(tmp_path, monkeypatch):
+    calls = fake_prepare(monkeypatch)
+    spec = write_corpus(tmp_path / "small", "ein Satz\n")
+    out = tmp_path / "work" / "data"
+    out.mkdir(parents=True)
+    (out / "data.yaml").write_text("{}")  # ordo prepare stopped after data.yaml, before its alignments
+    compare.prepare(Path("prepare.yaml"), spec, tmp_path / "small", out)
+    assert len(calls) == 1 and (out / compare.CORPUS_STAMP).exists()
+    compare.prepare(Path("prepare.yaml"), spec, tmp_path / "small", out)
+    assert len(calls) == 1  # finished now: reused
+
+
 def test_runs_started_side_by_side_prepare_a_folder_once(tmp_path, monkeypatch):
     import threading
 
