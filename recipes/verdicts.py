@@ -684,13 +684,13 @@ def write_figures(comparisons: list[Comparison], hyps_root: Path, corpora: Corpu
 
 def write_tables(claims: list[dict], hyps_root: Path, corpora: CorpusFolders, out: Path, results: Path | None
                  ) -> None:
-    """The verdicts table of every claim in each of its sets, its summary (the comparisons with runs), the table
-    of every finished run, the verdicts on RIBES and the table by reordering difficulty, printed, written to
-    ``out`` and beside it (``_summary``, ``_runs``, ``_ribes``, ``_order``), the summary also put in place in
+    """The verdicts table of every claim in each of its sets, its summary (the comparisons with runs on both
+    sides), the table of every finished run, the verdicts on RIBES and the table by reordering difficulty, printed,
+    written to ``out`` and beside it (``_summary``, ``_runs``, ``_ribes``, ``_order``), the summary also put in place in
     ``results`` (None: nowhere else); the figures of :func:`write_figures` in ``figures/`` beside ``out``."""
     comparisons = comparisons_of(claims, hyps_root, corpora)
     summary_path = out.with_name(f"{out.stem}_summary.md")
-    summary = [summary_row(comparison) for comparison in comparisons if comparison.base or comparison.system]
+    summary = [summary_row(comparison) for comparison in comparisons if comparison.base and comparison.system]
     tables = {summary_path: markdown_table(SUMMARY_HEADER, summary),
               out: markdown_table(HEADER, [claim_row(comparison) for comparison in comparisons])}
     names = dict.fromkeys(claim["corpus"] for claim in claims)

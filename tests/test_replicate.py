@@ -121,7 +121,8 @@ def test_only_the_summary_goes_into_the_results_document_and_every_table_beside_
     claims = [{"paper": "p", "claim": "c", "corpus": "multi30k", "baseline": "baseline", "system": "exgre",
                "paper_gain": 0.75},
               {"paper": "q", "claim": "not run", "corpus": "small_parallel_enja", "baseline": "baseline",
-               "system": "refsr"}]
+               "system": "refsr"},
+              {"paper": "r", "claim": "baseline only", "corpus": "multi30k", "baseline": "baseline", "system": "refsr"}]
     header = {name: markdown_table(columns, []).splitlines()[0] for name, columns in
               (("summary", verdicts.SUMMARY_HEADER), ("verdicts", verdicts.HEADER),
                ("ribes", verdicts.RIBES_HEADER), ("runs", verdicts.RUNS_HEADER))}
@@ -137,7 +138,8 @@ def test_only_the_summary_goes_into_the_results_document_and_every_table_beside_
     assert cells[1:6] == ["exgre vs baseline", "+0.75", "multi30k", SET, "2 / 2"]
     assert all(re.fullmatch(r"[+-]\d+\.\d\d \[[+-]\d+\.\d\d, [+-]\d+\.\d\d\]", cell) for cell in cells[6:8])
     assert cells[6] != cells[7] and cells[8] in ("gain", "loss", "paper's gain ruled out", "inconclusive")
-    assert "| q |" not in document and "| q |" in (out.parent / "verdicts.md").read_text(), "runs, or no summary row"
+    for paper in ("q", "r"):  # no runs, or runs on one side only: in the full table, not the summary
+        assert f"| {paper} |" not in document and f"| {paper} |" in (out.parent / "verdicts.md").read_text(), paper
     for name in ("verdicts", "ribes", "runs"):  # the full tables stay beside the verdicts
         assert header[name] not in document
     for name, path in (("summary", "verdicts_summary.md"), ("verdicts", "verdicts.md"), ("ribes", "verdicts_ribes.md"),

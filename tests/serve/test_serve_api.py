@@ -165,8 +165,8 @@ def test_a_full_queue_gives_503_with_retry_after_and_a_timeout_504_while_health_
             health = await http.get("/healthz")
             full = await http.post("/v1/translate", json={"text": ["c ."]})
             timed_out = await blocked
+            late = await waiting  # its own timeout passes while the blocked batch still holds the model
             release.set()
-            late = await waiting
             after = await http.post("/v1/translate", json={"text": ["after ."]})
         return health, full, timed_out, late, after
 
