@@ -26,13 +26,16 @@ the hashes of what each run read (:func:`data_hashes`) to the records of a commi
 (the staged tree's, a worktree's queue at an older commit), from their prepared data where it still is.
 
 ``pending`` lists the runs the claims still need in this machine's set of each suite (:func:`pending_runs`):
-each claim's ``seeds`` of both its systems, seed by seed across systems (seed 1 of every system, comparison
-systems first, then seed 2, ...), leaving out the claims marked ``first_pass`` and the suites that need a GPU
+each claim's ``seeds`` of both its systems (more where the test of those is inconclusive and at most ten seeds a
+side would detect the paper's gain: :attr:`recipes.verdicts.Comparison.seeds_due`), seed by seed across systems
+(seed 1 of every system, comparison systems first, then seed 2, ...), leaving out the claims marked ``first_pass`` and the suites that need a GPU
 where there is none. ``queue`` works that list off, each time the next run no other process holds (``run``
 takes the same lock), until every run is recorded or held by another process: two workers of one thread each,
 started side by side, share the list. ``queue --start-within MINUTES`` starts no run after that many minutes (a
 lent GPU's call ends at a fixed time, and a run it cuts off is lost: bench/gpu/verdicts.sh). Their ``--budget NAME`` applies to the suites that name budgets (the
-paper-scale ones); the others train to their one schedule.
+paper-scale ones); the others train to their one schedule. Their ``--hyps DIR`` goes by the runs recorded there
+(``queue`` records there too): e.g. a set whose runs train in a worktree at an older commit, whose own
+``replicate.py`` predates a rule of this one's (then ``run`` there the runs ``pending --hyps`` lists here).
 
 A suite's corpus folder is ``run --data-dir DIR`` where given, else the one its corpus's recorded runs trained
 on, else the suite's own: suite.yaml's ``data_dir`` (relative to the checkout: the paper-scale suites, e.g.
@@ -90,6 +93,7 @@ from recipes.verdicts import (
     RETIRED,
     SHARED_DATA,
     CorpusFolders,
+    compare,
     default_corpus_folder,
     missing_files,
     read_claims,
@@ -144,6 +148,7 @@ def parse_args() -> argparse.Namespace:
                              help="only this suite's runs (repeatable; default: every verdict suite)")
         listing.add_argument("--threads", type=int, help="CPU threads of each run (as for run)")
         listing.add_argument("--budget", help=f"the budget of the suites that name budgets (default: {DEFAULT})")
+        listing.add_argument("--hyps", type=Path, help=f"the recorded runs to go by (default: {HYPS.relative_to(ROOT)})")
         if verb == "queue":
             listing.add_argument("--start-within", type=float, metavar="MINUTES",
                                  help="start no run after this many minutes from the queue's start (default: no limit)")
@@ -615,28 +620,44 @@ class PendingRun:
         return f"{self.suite} {'--oracle ' if self.oracle else ''}{self.label}"
 
 
-def seeds_wanted(claims: list[dict], sets: dict[str, str]) -> dict[tuple[str, str], int]:
+def seeds_wanted(claims: list[dict], sets: dict[str, str], hyps_root: Path | None = None,
+                 corpora: CorpusFolders | None = None) -> dict[tuple[str, str], int]:
     """(corpus, system) -> the seeds the claims on the corpora of ``sets`` want of it: each claim's ``seeds``
-    (default 2) of its system and of its comparison system (two at least, for its seed spread); the claims
+    (default 2) of its system and of its comparison system (two at least, for its seed spread), or, given the
+    committed runs under ``hyps_root``, the seeds its verdict is due at in its set (:func:`seeds_due`); the claims
     marked ``first_pass`` want none."""
     wanted: dict[tuple[str, str], int] = {}
     for claim in claims:
         if claim.get("first_pass") or claim["corpus"] not in sets:
             continue
         count = int(claim.get("seeds", 2))
+        if hyps_root is not None:
+            count = seeds_due(claim, hyps_root / claim["corpus"] / sets[claim["corpus"]], corpora or CorpusFolders())
         for name, seeds in ((claim["baseline"], max(count, 2)), (claim["system"], count)):
             wanted[claim["corpus"], name] = max(wanted.get((claim["corpus"], name), 0), seeds)
     return wanted
 
 
-def pending_runs(claims: list[dict], hyps_root: Path, sets: dict[str, str]) -> list[PendingRun]:
-    """The runs ``claims`` still need (:func:`seeds_wanted`) in the set ``sets[CORPUS]`` (the claims of a corpus
-    that ``sets`` lacks are left out), seed by seed: seed 1 of every system, then seed 2, and so on; within one
-    seed a corpus at a time in the claims' order, comparison systems (e.g. ``baseline``, ``rnnsearch``) first,
-    then the systems in the order the claims name them."""
+def seeds_due(claim: dict, folder: Path, corpora: CorpusFolders) -> int:
+    """The seeds a side ``claim``'s verdict is due at in the set ``folder``
+    (:attr:`recipes.verdicts.Comparison.seeds_due`): its ``seeds``, or more where the test of those is
+    inconclusive; its runs are scored only once both systems have that many."""
+    count = int(claim.get("seeds", 2))
+    if min(len(seeds_of(folder, claim[side])) for side in ("baseline", "system")) < count:
+        return count
+    return compare(claim, folder, corpora).seeds_due
+
+
+def pending_runs(claims: list[dict], hyps_root: Path, sets: dict[str, str],
+                 references: CorpusFolders | None = None) -> list[PendingRun]:
+    """The runs ``claims`` still need (:func:`seeds_wanted` from the runs under ``hyps_root``, their references
+    found by ``references``) in the set ``sets[CORPUS]`` (the claims of a corpus that ``sets`` lacks are left
+    out), seed by seed: seed 1 of every system, then seed 2, and so on; within one seed a corpus at a time in the
+    claims' order, comparison systems (e.g. ``baseline``, ``rnnsearch``) first, then the systems in the order the
+    claims name them."""
     corpora = list(dict.fromkeys(claim["corpus"] for claim in claims))
     compared = {(claim["corpus"], claim["baseline"]) for claim in claims}
-    wanted = seeds_wanted(claims, sets)
+    wanted = seeds_wanted(claims, sets, hyps_root, references)
     named = list(wanted)
     runs = [PendingRun(corpus, sets[corpus], name, seed) for (corpus, name), count in wanted.items()
             for seed in range(1, count + 1) if seed not in seeds_of(hyps_root / corpus / sets[corpus], name)]
@@ -661,25 +682,27 @@ def machine_set(suite: str, threads: int | None, budget: str | None = None) -> s
 
 
 def selected_runs(claims: list[dict], suites: list[str] | None, threads: int | None,
-                  budget: str | None = None) -> list[PendingRun]:
-    """:func:`pending_runs` of the committed hypotheses in this machine's sets (:func:`machine_set`) for runs of
+                  budget: str | None = None, hyps: Path | None = None) -> list[PendingRun]:
+    """:func:`pending_runs` of the hypotheses under ``hyps`` (None: :data:`HYPS`) in this machine's sets (:func:`machine_set`) for runs of
     ``threads`` CPU threads at ``budget`` (:func:`queue_budget`), of the claims on the corpora of ``suites`` only
     where given; a retired set (:func:`recipes.verdicts.retired`) needs no runs, and says why."""
+    hyps = hyps or HYPS
     sets = {}
     for corpus in dict.fromkeys(claim["corpus"] for claim in claims):
         suite = suite_folder(corpus).name
         found = machine_set(suite, threads, queue_budget(suite, budget)) if not suites or suite in suites else None
-        if found and retired(HYPS / corpus / found):
-            reason = (HYPS / corpus / found / RETIRED).read_text(encoding="utf-8").strip()
+        if found and retired(hyps / corpus / found):
+            reason = (hyps / corpus / found / RETIRED).read_text(encoding="utf-8").strip()
             print(f"== {corpus}/{found} is retired, no runs for it: {reason}", flush=True)
         elif found:
             sets[corpus] = found
-    return pending_runs(claims, HYPS, sets)
+    return pending_runs(claims, hyps, sets)
 
 
 def work_queue(claims: list[dict], suites: list[str] | None, threads: int | None, budget: str | None = None,
-               start_within: float | None = None) -> None:
-    """Run the first pending run (:func:`selected_runs`) that no other process holds (:func:`run_system`), and
+               start_within: float | None = None, hyps: Path | None = None) -> None:
+    """Run the first pending run (:func:`selected_runs` of the runs recorded under ``hyps``, where it records
+    too) that no other process holds (:func:`run_system`), and
     go on until every pending run is recorded or held by another process (or was run by this one: a run that
     recorded elsewhere than :func:`selected_runs` looks is not run twice), or until ``start_within`` minutes
     have passed since the call (None: no limit), after which no run starts."""
@@ -691,11 +714,12 @@ def work_queue(claims: list[dict], suites: list[str] | None, threads: int | None
         if deadline is not None and time.monotonic() >= deadline:
             print(f"== queue: {start_within:g} minutes have passed: no run starts now", flush=True)
             return
-        for run in selected_runs(claims, suites, threads, budget):
+        for run in selected_runs(claims, suites, threads, budget, hyps):
             if str(run) in done:
                 continue
             print(f"== queue: {run} ({run.corpus}/{run.set})", flush=True)
-            runs = SuiteRuns(run.suite, oracle=run.oracle, threads=threads, budget=queue_budget(run.suite, budget))
+            runs = SuiteRuns(run.suite, oracle=run.oracle, threads=threads, hyps=hyps,
+                             budget=queue_budget(run.suite, budget))
             if run_system(runs, run.label):
                 done.add(str(run))
                 break
@@ -727,10 +751,12 @@ def main() -> None:
             for path in rehash(args.suite, args.work or ROOT / "work" / args.suite, args.hyps):
                 print(path, flush=True)
         elif args.verb == "pending":
-            print("".join(f"{run}\t{HYPS.relative_to(ROOT) / run.corpus / run.set}\n"
-                          for run in selected_runs(claims, args.suites, args.threads, args.budget)), end="")
+            hyps = args.hyps or HYPS
+            shown = hyps.relative_to(ROOT) if hyps.is_relative_to(ROOT) else hyps
+            print("".join(f"{run}\t{shown / run.corpus / run.set}\n"
+                          for run in selected_runs(claims, args.suites, args.threads, args.budget, hyps)), end="")
         elif args.verb == "queue":
-            work_queue(claims, args.suites, args.threads, args.budget, args.start_within)
+            work_queue(claims, args.suites, args.threads, args.budget, args.start_within, args.hyps)
         else:
             write_tables(claims, args.hyps, CorpusFolders(args.data_root, dict(args.data_dir)), args.out,
                          args.results)

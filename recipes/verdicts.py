@@ -3,7 +3,10 @@ each a method system against its comparison system on one corpus, and bench/resu
 (written by ``recipes/replicate.py run``) hold every finished run's test hypotheses and settings, one folder per
 exchangeable set of runs (one device, CPU thread count and precision; replicate.set_name).
 
-Every claim gets one row per set that has runs of its systems. A comparison whose runs differ in commit, device,
+Every claim gets one row per set that has runs of its systems. Its verdict is due at the claim's ``seeds`` a side,
+or later where the test of those first seeds is inconclusive and no more than :data:`MORE_SEEDS_UP_TO` seeds a
+side would detect the paper's gain at their spread: then at that many (:attr:`Comparison.seeds_due`; issue 40's
+rule, which ``replicate.py pending`` follows). A comparison whose runs differ in commit, device,
 CPU threads (on a CPU), precision, budget (recipes/budgets.py) or prepared data (hash) is refused, with what
 differs (:func:`differences`).
 The runs before issue 40 lie in ``CORPUS/first_pass`` (mixed commits and machines): only the claims marked
@@ -55,9 +58,11 @@ from ordo.evaluation.order import (
     ribes_tokens,
 )
 from ordo.evaluation.seeds import (
+    INCONCLUSIVE,
     MAX_SEEDS,
     SeedComparison,
     SeedMetric,
+    SeedTest,
     compare_seeds,
     pooled_bootstrap_p,
     ribes_metric,
@@ -70,6 +75,7 @@ FIRST_PASS_NOTE = "first pass (mixed commits and machines)"
 NO_SET = "-"  # the set of a claim that has no runs anywhere yet
 RETIRED = "RETIRED"  # a file in a set folder that stops the set: no verdict rows, no more runs (module docstring)
 SHARED_DATA = ROOT.parent / "shared" / "data"  # the corpus folders of the suites that name no data_dir
+MORE_SEEDS_UP_TO = 10  # an inconclusive claim gets more seeds a side where this many detect its gain (issue 40)
 
 
 def read_claims() -> list[dict]:
@@ -313,9 +319,28 @@ class Comparison:
         return sorted(set(self.base) & set(self.system))
 
     @property
+    def seeds_due(self) -> int:
+        """The seeds a side the verdict is given at (module docstring): the claim's ``seeds`` (default 2), fixed
+        before the runs, or :meth:`ordo.evaluation.seeds.SeedTest.seeds_needed` for its ``paper_gain`` where the
+        BLEU test of the first ``seeds`` seeds of each side (the lowest numbers) is inconclusive and that is at
+        most :data:`MORE_SEEDS_UP_TO`: taken from those first seeds alone, so the later ones do not move it."""
+        first = int(self.claim.get("seeds", 2))
+        gain = self.claim.get("paper_gain")
+        if (gain is None or first < 2 or min(len(self.base), len(self.system)) < first
+                or self.folder.name == FIRST_PASS):
+            return first
+        base, system = (tuple(scores[seed] for seed in sorted(scores)[:first])
+                        for scores in (self.base_bleu, self.system_bleu))
+        test = SeedTest(base, system)
+        needed = test.seeds_needed(float(gain))
+        if test.verdict(float(gain)) != INCONCLUSIVE or needed is None or needed > MORE_SEEDS_UP_TO:
+            return first
+        return max(first, needed)
+
+    @property
     def ready(self) -> bool:
-        """Whether the verdict is due: the claim's ``seeds`` (default 2) on both sides, fixed before the runs."""
-        return min(len(self.base), len(self.system)) >= int(self.claim.get("seeds", 2))
+        """Whether the verdict is due: :attr:`seeds_due` on both sides."""
+        return min(len(self.base), len(self.system)) >= self.seeds_due
 
     @property
     def testable(self) -> bool:
@@ -384,7 +409,7 @@ def verdict_cells(comparison: Comparison, metric: SeedMetric, against_paper: boo
     if comparison.refusal:
         return ["-"] * len(TEST_HEADER) + [comparison.refusal]
     pending = (f"pending ({len(comparison.base)} baseline, {len(comparison.system)} system seeds of "
-               f"{comparison.claim.get('seeds', 2)})")
+               f"{comparison.seeds_due})")
     if not comparison.testable:
         return ["-"] * len(TEST_HEADER) + [pending]
     result = comparison.result(metric, against_paper)
