@@ -4,9 +4,9 @@ each a method system against its comparison system on one corpus, and bench/resu
 exchangeable set of runs (one device, CPU thread count and precision; replicate.set_name).
 
 Every claim gets one row per set that has runs of its systems. Its verdict is due at the claim's ``seeds`` a side,
-or later where the test of those first seeds is inconclusive and no more than :data:`MORE_SEEDS_UP_TO` seeds a
-side would detect the paper's gain at their spread: then at that many (:attr:`Comparison.seeds_due`; issue 40's
-rule, which ``replicate.py pending`` follows). A comparison whose runs differ in commit, device,
+or later where the test of those first seeds is inconclusive and no more than ten seeds a side would detect the
+paper's gain at their spread: then at that many (:attr:`Comparison.seeds_due`; issue 40's rule, which
+``replicate.py pending`` follows). A comparison whose runs differ in commit, device,
 CPU threads (on a CPU), precision, budget (recipes/budgets.py) or prepared data (hash) is refused, with what
 differs (:func:`differences`).
 The runs before issue 40 lie in ``CORPUS/first_pass`` (mixed commits and machines): only the claims marked
@@ -58,14 +58,13 @@ from ordo.evaluation.order import (
     ribes_tokens,
 )
 from ordo.evaluation.seeds import (
-    INCONCLUSIVE,
     MAX_SEEDS,
     SeedComparison,
     SeedMetric,
-    SeedTest,
     compare_seeds,
     pooled_bootstrap_p,
     ribes_metric,
+    seeds_due,
 )
 from ordo.evaluation.seeds import bleu_metric as seed_bleu_metric
 from recipes.compare import RECIPES, ROOT
@@ -75,7 +74,6 @@ FIRST_PASS_NOTE = "first pass (mixed commits and machines)"
 NO_SET = "-"  # the set of a claim that has no runs anywhere yet
 RETIRED = "RETIRED"  # a file in a set folder that stops the set: no verdict rows, no more runs (module docstring)
 SHARED_DATA = ROOT.parent / "shared" / "data"  # the corpus folders of the suites that name no data_dir
-MORE_SEEDS_UP_TO = 10  # an inconclusive claim gets more seeds a side where this many detect its gain (issue 40)
 
 
 def read_claims() -> list[dict]:
@@ -321,21 +319,14 @@ class Comparison:
     @property
     def seeds_due(self) -> int:
         """The seeds a side the verdict is given at (module docstring): the claim's ``seeds`` (default 2), fixed
-        before the runs, or :meth:`ordo.evaluation.seeds.SeedTest.seeds_needed` for its ``paper_gain`` where the
-        BLEU test of the first ``seeds`` seeds of each side (the lowest numbers) is inconclusive and that is at
-        most :data:`MORE_SEEDS_UP_TO`: taken from those first seeds alone, so the later ones do not move it."""
+        before the runs, or more where the BLEU test of the first ``seeds`` seeds of each side (the lowest
+        numbers) is inconclusive against its ``paper_gain`` (:func:`ordo.evaluation.seeds.seeds_due`)."""
         first = int(self.claim.get("seeds", 2))
         gain = self.claim.get("paper_gain")
-        if (gain is None or first < 2 or min(len(self.base), len(self.system)) < first
-                or self.folder.name == FIRST_PASS):
+        if gain is None or self.folder.name == FIRST_PASS:
             return first
-        base, system = (tuple(scores[seed] for seed in sorted(scores)[:first])
-                        for scores in (self.base_bleu, self.system_bleu))
-        test = SeedTest(base, system)
-        needed = test.seeds_needed(float(gain))
-        if test.verdict(float(gain)) != INCONCLUSIVE or needed is None or needed > MORE_SEEDS_UP_TO:
-            return first
-        return max(first, needed)
+        base, system = ([scores[seed] for seed in sorted(scores)] for scores in (self.base_bleu, self.system_bleu))
+        return seeds_due(base, system, float(gain), first)
 
     @property
     def ready(self) -> bool:

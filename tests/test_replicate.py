@@ -16,7 +16,7 @@ import yaml
 
 from ordo.analysis.tables import markdown_table
 from ordo.data.textio import read_yaml
-from ordo.evaluation.seeds import min_detectable_gain
+from ordo.evaluation.seeds import SeedTest, min_detectable_gain
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root: the recipes package
 from recipes import replicate, verdicts
@@ -257,28 +257,6 @@ def test_pending_runs_come_seed_by_seed_in_this_machines_set_comparison_systems_
                                          for name in ("baseline", "exgre_soft")]
 
 
-def bleu_comparison(base: dict[int, float], system: dict[int, float], paper_gain: float | None) -> verdicts.Comparison:
-    """A comparison of the H200 set with these BLEU scores by seed (two seeds a side due)."""
-    claim = {"corpus": "multi30k", "baseline": "baseline", "system": "exgre_soft", "seeds": 2, "paper_gain": paper_gain}
-    return verdicts.Comparison(claim, [], False, {seed: [] for seed in base}, {seed: [] for seed in system}, base,
-                               system, Path("hyps") / "multi30k" / SET)
-
-
-def test_an_inconclusive_verdict_is_due_at_the_seeds_that_detect_the_papers_gain_up_to_ten():
-    # gain +0.5, pooled sd 0.707: interval [-2.54, +3.54] holds 0 and +1.0; 9 seeds a side detect 1.0 at 80%
-    inconclusive = bleu_comparison({1: 30.0, 2: 31.0}, {1: 30.5, 2: 31.5}, 1.0)
-    assert inconclusive.seeds_due == 9 and not inconclusive.ready
-    assert bleu_comparison({1: 30.0, 2: 31.0}, {1: 30.5, 2: 31.5}, 0.3).seeds_due == 2  # 89 seeds: no more
-    assert bleu_comparison({1: 30.0, 2: 31.0}, {1: 20.5, 2: 21.5}, 1.0).seeds_due == 2  # a loss
-    assert bleu_comparison({1: 30.0, 2: 31.0}, {1: 30.5, 2: 31.5}, None).seeds_due == 2  # no paper's gain
-    assert bleu_comparison({1: 30.0}, {1: 30.5, 2: 31.5}, 1.0).seeds_due == 2  # not yet two a side
-    later = bleu_comparison({1: 30.0, 2: 31.0, 3: 45.0}, {1: 30.5, 2: 31.5, 3: 20.0}, 1.0)
-    assert later.seeds_due == 9  # from the first two seeds alone
-    done = bleu_comparison({seed: 30.0 + seed % 2 for seed in range(1, 10)},
-                           {seed: 30.5 + seed % 2 for seed in range(1, 10)}, 1.0)
-    assert done.seeds_due == 9 and done.ready
-
-
 def test_pending_runs_add_the_seeds_an_inconclusive_claim_is_due_at(tmp_path):
     refs = ROTATIONS * 2
     write_refs(tmp_path / "data", refs)
@@ -288,7 +266,7 @@ def test_pending_runs_add_the_seeds_an_inconclusive_claim_is_due_at(tmp_path):
         write_hyps(folder, "exgre_soft", seed, [" ".join(r.split()[:-(4 - cut)]) for r in refs])
     claim = {"corpus": "multi30k", "baseline": "baseline", "system": "exgre_soft", "seeds": 2}
     scores = verdicts.compare(claim, folder, corpora(tmp_path))
-    sd = verdicts.SeedTest(tuple(scores.base_bleu.values()), tuple(scores.system_bleu.values())).sd
+    sd = SeedTest(tuple(scores.base_bleu.values()), tuple(scores.system_bleu.values())).sd
     assert sd > 0.1
     for seeds, wanted in ((8, range(3, 9)), (40, range(0))):  # the paper's gain that 8 (40) seeds a side detect
         gain = min_detectable_gain(sd, seeds, seeds) * 1.0001

@@ -17,6 +17,7 @@ from ordo.evaluation.seeds import (
     min_detectable_gain,
     pooled_bootstrap_p,
     ribes_metric,
+    seeds_due,
     seeds_needed,
     verdict,
 )
@@ -74,6 +75,38 @@ def test_the_minimum_detectable_gain_falls_with_seeds_and_is_found_eighty_percen
 def test_a_planted_gain_of_one_bleu_at_six_seeds_a_side_is_found(seed_sd):
     verdicts = simulated_verdicts(6, 1.0, 1000, seed_sd, rng_seed=11)
     assert sum(v == GAIN for v in verdicts) / len(verdicts) >= 0.75
+
+
+def two_stage_verdicts(gain: float, experiments: int, seed_sd: float, rng_seed: int) -> list[tuple[str, str, int]]:
+    """(verdict at six seeds a side, verdict at the seeds due, seeds due) of ``experiments`` simulated
+    comparisons against a target of 1.0 BLEU, each seed's score normal around the system's mean."""
+    rng = np.random.default_rng(rng_seed)
+    results = []
+    for base, system in rng.normal(0, seed_sd, (experiments, 2, 10)) + np.array([0.0, gain]).reshape(1, 2, 1):
+        due = seeds_due(list(base), list(system), 1.0, 6)
+        results.append((SeedTest(tuple(base[:6]), tuple(system[:6])).verdict(1.0),
+                        SeedTest(tuple(base[:due]), tuple(system[:due])).verdict(1.0), due))
+    return results
+
+
+def test_more_seeds_for_an_inconclusive_claim_keep_the_error_rate_and_find_more_gains():
+    # at a seed sd of 0.7, six seeds a side leave a 1.0 gain inconclusive often, and 7-10 seeds detect it
+    null = two_stage_verdicts(0.0, 2000, 0.7, rng_seed=3)
+    assert sum(due > 6 for _, _, due in null) / len(null) > 0.08  # the second look happens
+    assert 0.035 <= sum(second in (GAIN, LOSS) for _, second, _ in null) / len(null) <= 0.07
+    planted = two_stage_verdicts(1.0, 1000, 0.7, rng_seed=4)
+    found_at_six, found = (sum(v[index] == GAIN for v in planted) / len(planted) for index in (0, 1))
+    assert found >= found_at_six + 0.05
+
+
+def test_the_seeds_due_by_hand():
+    # gain +0.5, pooled sd 0.707: the interval [-2.54, +3.54] holds 0 and +1.0; 9 seeds a side detect 1.0
+    assert seeds_due([30.0, 31.0], [30.5, 31.5], 1.0, 2) == 9
+    assert seeds_due([30.0, 31.0, 45.0], [30.5, 31.5, 20.0], 1.0, 2) == 9  # from the first two alone
+    assert seeds_due([30.0, 31.0], [30.5, 31.5], 1.0, 2, up_to=8) == 2
+    assert seeds_due([30.0, 31.0], [30.5, 31.5], 0.3, 2) == 2  # 89 seeds: none added
+    assert seeds_due([30.0, 31.0], [20.5, 21.5], 1.0, 2) == 2  # a loss is no reason for more
+    assert seeds_due([30.0, 31.0], [30.5], 1.0, 2) == 2  # not yet two a side
 
 
 def test_the_interval_and_p_by_hand():
