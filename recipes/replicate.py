@@ -28,8 +28,8 @@ the hashes of what each run read (:func:`data_hashes`) to the records of a commi
 ``pending`` lists the runs the claims still need in this machine's set of each suite (:func:`pending_runs`):
 each claim's ``seeds`` of both its systems (more where the test of those is inconclusive and at most ten seeds a
 side would detect the paper's gain: :attr:`recipes.verdicts.Comparison.seeds_due`), seed by seed across systems
-(seed 1 of every system, comparison systems first, then seed 2, ...), leaving out the claims marked ``first_pass`` and the suites that need a GPU
-where there is none. ``queue`` works that list off, each time the next run no other process holds (``run``
+(seed 1 of every system, comparison systems first, then seed 2, ...), leaving out the claims marked
+``first_pass`` and the suites that need a GPU where there is none. ``queue`` works that list off, each time the next run no other process holds (``run``
 takes the same lock), until every run is recorded or held by another process: two workers of one thread each,
 started side by side, share the list. ``queue --start-within MINUTES`` starts no run after that many minutes (a
 lent GPU's call ends at a fixed time, and a run it cuts off is lost: bench/gpu/verdicts.sh). Their ``--budget NAME`` applies to the suites that name budgets (the
@@ -683,9 +683,10 @@ def machine_set(suite: str, threads: int | None, budget: str | None = None) -> s
 
 def selected_runs(claims: list[dict], suites: list[str] | None, threads: int | None,
                   budget: str | None = None, hyps: Path | None = None) -> list[PendingRun]:
-    """:func:`pending_runs` of the hypotheses under ``hyps`` (None: :data:`HYPS`) in this machine's sets (:func:`machine_set`) for runs of
-    ``threads`` CPU threads at ``budget`` (:func:`queue_budget`), of the claims on the corpora of ``suites`` only
-    where given; a retired set (:func:`recipes.verdicts.retired`) needs no runs, and says why."""
+    """:func:`pending_runs` of the hypotheses under ``hyps`` (None: :data:`HYPS`) in this machine's sets
+    (:func:`machine_set`) for runs of ``threads`` CPU threads at ``budget`` (:func:`queue_budget`), of the claims
+    on the corpora of ``suites`` only where given; a retired set (:func:`recipes.verdicts.retired`) needs no runs,
+    and says why."""
     hyps = hyps or HYPS
     sets = {}
     for corpus in dict.fromkeys(claim["corpus"] for claim in claims):
@@ -702,10 +703,10 @@ def selected_runs(claims: list[dict], suites: list[str] | None, threads: int | N
 def work_queue(claims: list[dict], suites: list[str] | None, threads: int | None, budget: str | None = None,
                start_within: float | None = None, hyps: Path | None = None) -> None:
     """Run the first pending run (:func:`selected_runs` of the runs recorded under ``hyps``, where it records
-    too) that no other process holds (:func:`run_system`), and
-    go on until every pending run is recorded or held by another process (or was run by this one: a run that
-    recorded elsewhere than :func:`selected_runs` looks is not run twice), or until ``start_within`` minutes
-    have passed since the call (None: no limit), after which no run starts."""
+    too) that no other process holds (:func:`run_system`), and go on until every pending run is recorded or held
+    by another process (or was run by this one: a run that recorded elsewhere than :func:`selected_runs` looks is
+    not run twice), or until ``start_within`` minutes have passed since the call (None: no limit), after which no
+    run starts."""
     check_ordo_source()  # another checkout's ordo, or an uncommitted checkout, stops here, before any run
     commit_id()
     deadline = None if start_within is None else time.monotonic() + 60 * start_within
