@@ -370,21 +370,23 @@ def run_average(args: argparse.Namespace) -> None:
 
 def run_evaluate(args: argparse.Namespace) -> None:
     """``ordo evaluate``: scores of --hyp against one --ref or several, and with --compare (one --ref) the
-    significance of the difference."""
-    from ordo.evaluation.bleu import score_files
-    from ordo.evaluation.significance import compare_files
+    significance of the difference; each file read once (a --ref of the shell's ``<(zcat F)`` is a pipe)."""
+    from ordo.evaluation.bleu import corpus_scores, read_systems
+    from ordo.evaluation.significance import compare_systems
 
-    refs: list[str] = args.ref
-    if len(refs) > 1 and (args.compare or args.ribes):
-        raise OrdoError(f"{len(refs)} references given: --compare and --ribes score against one --ref")
-    report: dict[str, Any] = {"hyp": score_files(args.hyp, refs, args.tokenized_bleu, args.lowercase)}
+    ref_paths: list[str] = args.ref
+    if len(ref_paths) > 1 and (args.compare or args.ribes):
+        raise OrdoError(f"{len(ref_paths)} references given: --compare and --ribes score against one --ref")
+    names = ["hyp", *(["compare"] if args.compare else [])]
+    systems, streams = read_systems([getattr(args, name) for name in names], ref_paths)
+    lines = dict(zip(names, systems))
+    report: dict[str, Any] = {name: corpus_scores(hyps, streams, tokenized_bleu=args.tokenized_bleu,
+                                                  lowercase=args.lowercase) for name, hyps in lines.items()}
     if args.compare:
-        report["compare"] = score_files(args.compare, refs, args.tokenized_bleu, args.lowercase)
-        report["significance"] = compare_files(
-            args.hyp, args.compare, refs[0], args.bootstrap_samples, args.randomization_trials, args.lowercase
-        )
+        report["significance"] = compare_systems(lines["hyp"], lines["compare"], streams[0], args.bootstrap_samples,
+                                                 args.randomization_trials, args.lowercase)
     if args.ribes:
-        _add_ribes(report, args)
+        _add_ribes(report, args, lines, streams[0])
     if args.json:
         print(json.dumps(report, indent=2, default=str))
         return
@@ -418,21 +420,20 @@ def _print_significance(significance: dict[str, Any], args: argparse.Namespace) 
         print(f"paired bootstrap over RIBES: p = {significance['ribes_p_value']:.4g}")
 
 
-def _add_ribes(report: dict[str, Any], args: argparse.Namespace) -> None:
-    """RIBES x100 of --hyp (and --compare) into ``report``, and with --compare its paired bootstrap p."""
-    from ordo.evaluation.bleu import read_hyp_ref
+def _add_ribes(report: dict[str, Any], args: argparse.Namespace, systems: dict[str, list[str]],
+               references: list[str]) -> None:
+    """RIBES x100 of --hyp (and --compare), whose lines ``systems`` holds by name, against ``references`` into
+    ``report``, and with --compare its paired bootstrap p."""
     from ordo.evaluation.order import ribes_tokens, sentence_ribes
     from ordo.evaluation.significance import paired_bootstrap_mean
 
+    refs = [r.lower() for r in references] if args.lowercase else references
     sentence_scores = {}
-    for name in ("hyp", "compare"):
-        if name in report:
-            hyps, refs = read_hyp_ref(getattr(args, name), args.ref[0])
-            if args.lowercase:
-                hyps, refs = [h.lower() for h in hyps], [r.lower() for r in refs]
-            pairs = zip(ribes_tokens(hyps, args.tokenized_bleu), ribes_tokens(refs, args.tokenized_bleu))
-            sentence_scores[name] = [sentence_ribes(ref.split(), hyp.split()) for hyp, ref in pairs]
-            report[name]["ribes"] = 100 * sum(sentence_scores[name]) / len(sentence_scores[name])
+    for name, hyps in systems.items():
+        hyps = [h.lower() for h in hyps] if args.lowercase else hyps
+        pairs = zip(ribes_tokens(hyps, args.tokenized_bleu), ribes_tokens(refs, args.tokenized_bleu))
+        sentence_scores[name] = [sentence_ribes(ref.split(), hyp.split()) for hyp, ref in pairs]
+        report[name]["ribes"] = 100 * sum(sentence_scores[name]) / len(sentence_scores[name])
     if "significance" in report:
         report["significance"]["ribes_p_value"] = paired_bootstrap_mean(
             sentence_scores["hyp"], sentence_scores["compare"], args.bootstrap_samples)
@@ -454,7 +455,7 @@ def run_analyze(args: argparse.Namespace) -> None:
     from ordo.analysis import report
     from ordo.analysis.plots import pyplot
     from ordo.api import setup_logging
-    from ordo.evaluation.bleu import read_hyp_ref
+    from ordo.evaluation.bleu import read_systems
 
     setup_logging()
     if args.analysis in ("robustness", "length", "order", "attention"):
@@ -463,15 +464,18 @@ def run_analyze(args: argparse.Namespace) -> None:
         print(report.sim_report(_named(args.run, "--run"), Path(args.data), args.split, args.checkpoint, args.device))
         return
     if args.analysis == "seeds":
-        read = {path: read_hyp_ref(path, args.ref) for path in [*args.baseline, *args.system]}  # checks each
-        base_runs, system_runs = ([(path, read[path][0]) for path in paths] for paths in (args.baseline, args.system))
+        paths = [*args.baseline, *args.system]
+        seed_outputs, (refs,) = read_systems(paths, [args.ref])  # checks each, reads each once
+        base_runs, system_runs = (list(zip(side, seed_outputs[start:start + len(side)])) for side, start
+                                  in ((args.baseline, 0), (args.system, len(args.baseline))))
         from ordo.evaluation.seeds import bleu_metric, ribes_metric
 
         metric = (ribes_metric if args.metric == "ribes" else bleu_metric)(args.tokenized_bleu)
-        print(report.seeds_report(base_runs, system_runs, read[args.baseline[0]][1], Path(args.out), metric,
-                                  args.target_gain))
+        print(report.seeds_report(base_runs, system_runs, refs, Path(args.out), metric, args.target_gain))
         return
-    sources, refs = read_hyp_ref(args.src, args.ref)
+    hyp_paths = _named(args.hyp, "--hyp") if args.analysis in ("order", "length") else []
+    (sources, *hyp_lines), (refs,) = read_systems([args.src, *(path for _, path in hyp_paths)], [args.ref])
+    systems = [(name, lines) for (name, _), lines in zip(hyp_paths, hyp_lines)]
     out = Path(args.out)
     if args.analysis == "order":
         from ordo.evaluation.order import alignment_tau
@@ -481,14 +485,12 @@ def run_analyze(args: argparse.Namespace) -> None:
                        in _named(args.hyp_align, "--hyp-align")]
         taus = [alignment_tau(links) for links in alignments[0][1]]
         edges = [float(e) for e in args.edges.split(",")] if args.edges else None
-        systems = [(name, read_hyp_ref(path, args.ref)[0]) for name, path in _named(args.hyp, "--hyp")]
         print(report.order_report(systems, refs, taus, out, args.tokenized_bleu, edges))
         if args.hyp_align:
             print(report.order_tau_report(alignments, out))
         return
     if args.analysis == "length":
         bounds = [int(b) for b in args.bounds.split(",")] if args.bounds else None
-        systems = [(name, read_hyp_ref(path, args.ref)[0]) for name, path in _named(args.hyp, "--hyp")]
         print(report.length_report(systems, sources, refs, out, args.tokenized_bleu, args.groups, bounds,
                                    args.unit))
         return

@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 from sacrebleu.metrics import BLEU, CHRF
 
-from ordo.data.textio import read_parallel_lines
+from ordo.data.textio import read_lines
 from ordo.errors import InputError
 
 MAX_ORDER = 4
@@ -210,32 +210,37 @@ def bleu_from_stats(stats: Sequence[int] | np.ndarray) -> float:
     return float(BLEU.compute_bleu(matches, totals, row[0], row[1], smooth_method="exp").score)
 
 
+def read_systems(hyp_paths: Sequence[str | Path], ref_paths: Sequence[str | Path]
+                 ) -> tuple[list[list[str]], list[list[str]]]:
+    """Lines of each hypothesis file and of each reference file (one stream per file, in order), every file read
+    once: a pipe, such as the shell's ``--ref <(zcat test.de.gz)``, can be read only once.
+
+    Raises:
+        InputError: naming the files when there is no reference file, a file is missing, a hypothesis file's
+            line count differs from a reference file's, or they are empty.
+    """
+    if not ref_paths:
+        raise InputError(f"{', '.join(map(str, hyp_paths))}: no reference file to score against")
+    systems = [read_lines(path) for path in dict.fromkeys(hyp_paths)]
+    by_path = dict(zip(dict.fromkeys(hyp_paths), systems))
+    streams = [read_lines(path) for path in ref_paths]
+    for hyp_path, hyps in by_path.items():
+        for ref_path, refs in zip(ref_paths, streams):
+            if len(hyps) != len(refs):
+                raise InputError(f"{hyp_path} has {len(hyps)} lines but {ref_path} has {len(refs)}")
+            if not hyps:
+                raise InputError(f"{hyp_path} and {ref_path} are empty: nothing to score")
+    return [by_path[path] for path in hyp_paths], streams
+
+
 def read_hyp_ref(hyp_path: str | Path, ref_path: str | Path) -> tuple[list[str], list[str]]:
-    """Lines of a hypothesis file and its reference file.
+    """Lines of a hypothesis file and its reference file (:func:`read_systems`).
 
     Raises:
         InputError: naming both files when their line counts differ or they are empty.
     """
-    hyps, refs = read_parallel_lines(hyp_path, ref_path)
-    if not hyps:
-        raise InputError(f"{hyp_path} and {ref_path} are empty: nothing to score")
+    (hyps,), (refs,) = read_systems([hyp_path], [ref_path])
     return hyps, refs
-
-
-def read_hyp_refs(hyp_path: str | Path, ref_paths: Sequence[str | Path]) -> tuple[list[str], list[list[str]]]:
-    """Lines of a hypothesis file and of each of its reference files (one stream per file, in order).
-
-    Raises:
-        InputError: naming the files when there is no reference file, a reference file is missing, its line
-            count differs from the hypothesis file's, or the files are empty.
-    """
-    if not ref_paths:
-        raise InputError(f"{hyp_path}: no reference file to score it against")
-    streams = []
-    for ref_path in ref_paths:
-        hyps, refs = read_hyp_ref(hyp_path, ref_path)
-        streams.append(refs)
-    return hyps, streams
 
 
 def score_files(
@@ -250,5 +255,5 @@ def score_files(
             or they are empty.
     """
     ref_paths = [ref_path] if isinstance(ref_path, str | Path) else list(ref_path)
-    hyps, streams = read_hyp_refs(hyp_path, ref_paths)
+    (hyps,), streams = read_systems([hyp_path], ref_paths)
     return corpus_scores(hyps, streams, tokenized_bleu=tokenized_bleu, lowercase=lowercase)

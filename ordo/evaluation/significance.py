@@ -20,7 +20,6 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from pathlib import Path
 from typing import Any, cast
 
 import numpy as np
@@ -29,7 +28,7 @@ from sacrebleu.metrics.base import Metric
 from sacrebleu.significance import PairedTest, Result
 
 from ordo.errors import InputError
-from ordo.evaluation.bleu import bleu_from_stats, check_corpus, read_hyp_ref, sentence_stats
+from ordo.evaluation.bleu import bleu_from_stats, check_corpus, sentence_stats
 
 TIE_TOLERANCE = 1e-9
 """BLEU points (0-100) below which a sentence swap counts as leaving corpus BLEU unchanged.
@@ -282,27 +281,22 @@ def paired_bootstrap_mean(scores_a: Sequence[float], scores_b: Sequence[float], 
     return (int((differences - differences.mean() > observed).sum()) + 1) / (num_samples + 1)
 
 
-def compare_files(
-    hyp_a: str | Path,
-    hyp_b: str | Path,
-    ref: str | Path,
+def compare_systems(
+    hyps_a: list[str],
+    hyps_b: list[str],
+    refs: list[str],
     bootstrap_samples: int = 1000,
     randomization_trials: int = 10000,
     lowercase: bool = False,
 ) -> dict[str, Any]:
-    """:func:`paired_tests` and :func:`sign_test` of system B (``hyp_b``) against baseline A (``hyp_a``).
+    """:func:`paired_tests` and :func:`sign_test` of system B (``hyps_b``) against baseline A (``hyps_a``), the
+    lines of one test set (:func:`ordo.evaluation.bleu.read_systems` reads and checks them).
 
     Returns:
         ``{"paired_tests": {metric: {...}}, "sign_test": {...}}``, the fields of
         :class:`PairedComparison` (keyed by sacreBLEU's metric name) and :class:`SignTestResult` as
         plain dicts (JSON-serialisable).
-
-    Raises:
-        InputError: naming the files when a system's line count differs from the reference's,
-            or they are empty.
     """
-    hyps_a, refs = read_hyp_ref(hyp_a, ref)
-    hyps_b, _ = read_hyp_ref(hyp_b, ref)
     comparisons = paired_tests(hyps_a, hyps_b, refs, bootstrap_samples, randomization_trials, lowercase)
     return {
         "paired_tests": {comparison.metric: asdict(comparison) for comparison in comparisons},
