@@ -10,6 +10,9 @@ import os
 
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
+import contextlib
+import threading
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -196,3 +199,38 @@ def onednn_calls(monkeypatch) -> list[tuple[int, ...]]:
 
     monkeypatch.setattr(gemm, "_onednn_linear", spy)
     return calls
+
+
+@contextlib.contextmanager
+def fed_pipe(path: Path, text: str) -> Iterator[Path]:
+    """A named pipe at ``path`` that gives ``text`` to its first reader and an empty file to any later one, as the
+    shell's ``<(zcat F)`` is read once: a reader never waits for a writer, so code that reads it twice fails rather
+    than hangs; the writer stops when the block ends."""
+    os.mkfifo(path)
+    done = threading.Event()
+
+    def feed() -> None:
+        readers = 0
+        while not done.wait(0.02):
+            try:
+                fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK)  # fails while no reader has it open
+            except OSError:
+                continue
+            os.set_blocking(fd, True)
+            with os.fdopen(fd, "w", encoding="utf-8") as handle:
+                handle.write(text if readers == 0 else "")
+            readers += 1
+
+    writer = threading.Thread(target=feed, daemon=True)
+    writer.start()
+    try:
+        yield path
+    finally:
+        done.set()
+        writer.join()
+
+
+@pytest.fixture
+def pipe(tmp_path) -> Callable[[str, str], contextlib.AbstractContextManager[Path]]:
+    """:func:`fed_pipe` named NAME under tmp_path: ``with pipe(NAME, TEXT) as path: ...``."""
+    return lambda name, text: fed_pipe(tmp_path / name, text)

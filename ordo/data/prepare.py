@@ -193,7 +193,8 @@ def check_config(cfg: PrepareConfig) -> None:
 
     Raises:
         ConfigError: naming the key.
-        InputError: when ``vocab_from`` is not a prepared directory (naming its ``data.yaml``).
+        InputError: when ``vocab_from`` is not a prepared directory (naming its ``data.yaml``), or a corpus file
+            is a pipe (:func:`check_rereadable`).
     """
     for key in ("train_src", "train_tgt", "out"):
         if not getattr(cfg, key):
@@ -201,6 +202,9 @@ def check_config(cfg: PrepareConfig) -> None:
     for split in ("valid", "test"):
         if bool(getattr(cfg, f"{split}_src")) != bool(getattr(cfg, f"{split}_tgt")):
             raise ConfigError(f"prepare: give both {split}_src and {split}_tgt, or neither")
+    for pair in _split_files(cfg).values():
+        for path in pair:
+            check_rereadable(path)
     if cfg.vocab_size < 5:
         raise ConfigError(f"prepare: vocab_size {cfg.vocab_size} leaves no room beside the 4 special pieces")
     if not 0.0 < cfg.character_coverage <= 1.0:
@@ -228,6 +232,20 @@ def check_config(cfg: PrepareConfig) -> None:
         from ordo.data.alignment.aligners import aligner_module
 
         aligner_module(cfg.aligner)  # a missing aligner fails here, not after the corpus is encoded
+
+
+def check_rereadable(path: Path) -> None:
+    """Refuse a corpus file that cannot be read twice: preparation reads each file more than once (checking the
+    pairs, sampling SentencePiece's input, encoding), and a pipe (the shell's ``<(zcat F)``) is empty the second
+    time, which SentencePiece would report as an internal error. A missing file is left to the reading, which
+    names it.
+
+    Raises:
+        InputError: naming ``path`` and what to give instead.
+    """
+    if path.exists() and not path.is_file():
+        raise InputError(f"{path}: not a regular file (a pipe?): ordo prepare reads each corpus file more than "
+                         "once; give the file itself (plain or .gz) or write the stream to a file first")
 
 
 def _split_files(cfg: PrepareConfig) -> dict[str, tuple[Path, Path]]:

@@ -210,42 +210,20 @@ def test_evaluate_reads_references_from_a_pipe_with_a_byte_order_mark(tmp_path, 
     assert json.loads(capsys.readouterr().out)["hyp"]["bleu"] == pytest.approx(100.0)
 
 
-def test_evaluate_compare_and_analyze_seeds_read_a_piped_reference_once(tmp_path, capsys):
-    import os
-    import threading
-
+def test_evaluate_compare_and_analyze_seeds_read_a_piped_reference_once(tmp_path, capsys, pipe):
     refs = [f"the {n} cats sat on the mat near the old house" for n in range(20)]
-    (tmp_path / "ref").write_text("\n".join(refs) + "\n")
+    text = "\n".join(refs) + "\n"
+    (tmp_path / "ref").write_text(text)
     (tmp_path / "short").write_text("\n".join(r.rsplit(" ", 4)[0] for r in refs) + "\n")
     (tmp_path / "shorter").write_text("\n".join(r.rsplit(" ", 5)[0] for r in refs) + "\n")
-
-    def piped(args: list[str]) -> int:  # the README's --ref <(zcat ...): a pipe, its lines there to read once
-        fifo = tmp_path / "ref_pipe"
-        fifo.unlink(missing_ok=True)
-        os.mkfifo(fifo)
-        done = threading.Event()
-
-        def write() -> None:
-            fifo.write_text("\n".join(refs) + "\n")
-            while not done.wait(0.05):  # a second reader gets an empty file, not a wait for a writer forever
-                try:
-                    os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
-                except OSError:
-                    pass
-
-        writer = threading.Thread(target=write)
-        writer.start()
-        try:
-            return main([arg if arg != "PIPE" else str(fifo) for arg in args])
-        finally:
-            done.set()
-            writer.join()
-
-    assert piped(["evaluate", "--hyp", str(tmp_path / "short"), "--ref", "PIPE", "--compare", str(tmp_path / "ref"),
-                  "--bootstrap-samples", "50", "--randomization-trials", "50", "--ribes", "--json"]) == 0
+    with pipe("ref_pipe", text) as piped:  # the README's --ref <(zcat ...)
+        assert main(["evaluate", "--hyp", str(tmp_path / "short"), "--ref", str(piped), "--compare",
+                     str(tmp_path / "ref"), "--bootstrap-samples", "50", "--randomization-trials", "50", "--ribes",
+                     "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["compare"]["bleu"] == pytest.approx(100.0) and report["hyp"]["bleu"] < 80
     assert report["compare"]["ribes"] == pytest.approx(100.0)
-    assert piped(["analyze", "seeds", "--ref", "PIPE", "--baseline", str(tmp_path / "shorter"), "--baseline",
-                  str(tmp_path / "short"), "--system", str(tmp_path / "ref"), "--out", str(tmp_path / "seeds")]) == 0
+    with pipe("seeds_ref_pipe", text) as piped:
+        assert main(["analyze", "seeds", "--ref", str(piped), "--baseline", str(tmp_path / "shorter"), "--baseline",
+                     str(tmp_path / "short"), "--system", str(tmp_path / "ref"), "--out", str(tmp_path / "seeds")]) == 0
     assert "gain" in (tmp_path / "seeds" / "verdict.md").read_text()

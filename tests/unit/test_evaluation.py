@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import math
-import os
 import random
-import threading
 from fractions import Fraction
 from pathlib import Path
 
@@ -318,19 +316,15 @@ def test_mean_bootstrap_rejects_unpaired_scores() -> None:
         paired_bootstrap_mean([], [])
 
 
-def test_read_systems_names_the_mismatched_file_and_reads_a_pipe_once(tmp_path: Path) -> None:
+def test_read_systems_names_the_mismatched_file_and_reads_a_pipe_once(tmp_path: Path, pipe) -> None:
     refs = _sentences(4, seed=26)
     ref = _write(tmp_path / "ref.txt", refs)
     good = _write(tmp_path / "base.txt", _corrupt(refs, seed=27))
     short = _write(tmp_path / "short.txt", refs[:3])
     with pytest.raises(InputError, match="short.txt has 3 lines but .*ref.txt has 4"):
         read_systems([good, short], [ref])
-    pipe = tmp_path / "ref.fifo"  # as the shell's --ref <(zcat ref.gz): its lines can be read once
-    os.mkfifo(pipe)
-    writer = threading.Thread(target=lambda: pipe.write_text("".join(f"{r}\n" for r in refs), encoding="utf-8"))
-    writer.start()
-    (hyps_a, hyps_b), (read_refs,) = read_systems([good, ref], [pipe])
-    writer.join()
+    with pipe("ref.fifo", "".join(f"{r}\n" for r in refs)) as piped:  # as the shell's --ref <(zcat ref.gz)
+        (hyps_a, hyps_b), (read_refs,) = read_systems([good, ref], [piped])
     assert read_refs == refs and hyps_b == refs and len(hyps_a) == 4
     report = compare_systems(hyps_a, hyps_b, read_refs, bootstrap_samples=50, randomization_trials=50)
     assert set(report) == {"paired_tests", "sign_test"}

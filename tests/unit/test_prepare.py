@@ -118,6 +118,14 @@ def test_missing_file_is_named(tiny_corpus, tmp_path):
     assert not (tmp_path / "data").exists()
 
 
+def test_a_pipe_as_a_corpus_file_is_refused_by_name_before_anything_is_read(tiny_corpus, tmp_path, pipe):
+    with pipe("train.en.fifo", tiny_corpus["train_src"].read_text(encoding="utf-8")) as piped:
+        tiny_corpus["train_src"] = piped  # as the shell's <(zcat train.en.gz): empty when read a second time
+        with pytest.raises(InputError, match=rf"{piped}: not a regular file \(a pipe\?\): ordo prepare reads"):
+            prepare(config(tiny_corpus, tmp_path / "data"), progress=False)
+    assert not (tmp_path / "data").exists()
+
+
 def test_invalid_utf8_names_file_and_line(tiny_corpus, tmp_path):
     replace_line(tiny_corpus["test_src"], 7, b"bad \xff\xfe bytes")
     with pytest.raises(InputError, match=rf"{tiny_corpus['test_src']}:7: invalid UTF-8"):
