@@ -464,10 +464,9 @@ def run_analyze(args: argparse.Namespace) -> None:
         print(report.sim_report(_named(args.run, "--run"), Path(args.data), args.split, args.checkpoint, args.device))
         return
     if args.analysis == "seeds":
-        paths = [*args.baseline, *args.system]
-        seed_outputs, (refs,) = read_systems(paths, [args.ref])  # checks each, reads each once
-        base_runs, system_runs = (list(zip(side, seed_outputs[start:start + len(side)])) for side, start
-                                  in ((args.baseline, 0), (args.system, len(args.baseline))))
+        seed_outputs, (refs,) = read_systems([*args.baseline, *args.system], [args.ref])  # checks each, reads once
+        base_runs = list(zip(args.baseline, seed_outputs[:len(args.baseline)]))
+        system_runs = list(zip(args.system, seed_outputs[len(args.baseline):]))
         from ordo.evaluation.seeds import bleu_metric, ribes_metric
 
         metric = (ribes_metric if args.metric == "ribes" else bleu_metric)(args.tokenized_bleu)
