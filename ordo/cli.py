@@ -125,7 +125,8 @@ def _add_demo(sub: argparse._SubParsersAction) -> None:
 def _add_analyze(sub: argparse._SubParsersAction) -> None:
     from ordo.analysis.groups import LENGTH_UNITS
 
-    p = sub.add_parser("analyze", help="the papers' analyses: system tables, robustness, BLEU by length")
+    p = sub.add_parser("analyze", help="does a method help over seeds; the papers' analyses: system tables, "
+                                       "robustness, BLEU by length and by word-order difficulty, attention, Sim")
     kinds = p.add_subparsers(dest="analysis", required=True)
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--src", "--test-src", dest="src", required=True,
