@@ -221,8 +221,7 @@ def read_systems(hyp_paths: Sequence[str | Path], ref_paths: Sequence[str | Path
     """
     if not ref_paths:
         raise InputError(f"{', '.join(map(str, hyp_paths))}: no reference file to score against")
-    systems = [read_lines(path) for path in dict.fromkeys(hyp_paths)]
-    by_path = dict(zip(dict.fromkeys(hyp_paths), systems))
+    by_path = {path: read_lines(path) for path in dict.fromkeys(hyp_paths)}  # a path given twice, read once
     streams = [read_lines(path) for path in ref_paths]
     for hyp_path, hyps in by_path.items():
         for ref_path, refs in zip(ref_paths, streams):
