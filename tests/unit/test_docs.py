@@ -173,3 +173,20 @@ def test_the_config_check_finds_a_misspelt_setting(tmp_path: Path) -> None:
     (command, raw), = shown_train_configs(page)
     with pytest.raises(ConfigError, match="bth"):
         build_config(raw, command)
+
+
+def method_rows() -> dict[str, str]:
+    """methods.md's table of options: each method name of a row's first cell -> the row's options cell."""
+    text = (DOCS / "methods.md").read_text(encoding="utf-8")
+    table = text.split("| key | options: type (default) |\n")[1].split("\n\n")[0]
+    rows = re.findall(r"^\| ((?:`\w+`(?:, )?)+) \| (.*) \|$", table, re.MULTILINE)
+    return {name: options for names, options in rows for name in re.findall(r"`(\w+)`", names)}
+
+
+@pytest.mark.parametrize("name", sorted(ordo.methods.METHODS))
+def test_every_method_option_is_in_the_options_table_of_methods_md(name: str) -> None:
+    options = method_rows().get(name)
+    assert options is not None, f"docs/methods.md's table of options has no row for {name}"
+    fields = [f.name for f in dataclasses.fields(ordo.methods.METHODS[name].config_class)]
+    assert [f for f in fields if f"`{f}`" not in options] == []
+    assert fields or options.startswith("none"), f"docs/methods.md gives {name} options it does not take"
