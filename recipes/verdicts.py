@@ -6,7 +6,7 @@ exchangeable set of runs (one device, CPU thread count and precision; replicate.
 Every claim gets one row per set that has runs of its systems. Its verdict is due at the claim's ``seeds`` a side,
 or later where the test of those first seeds is inconclusive and no more than ten seeds a side would detect the
 paper's gain at their spread: then at that many (:attr:`Comparison.seeds_due`; issue 40's rule, which
-``replicate.py pending`` follows). A comparison whose runs differ in commit, device,
+``replicate.py pending`` follows), on each side's lowest-numbered seeds (:func:`judged_seeds`). A comparison whose runs differ in commit, device,
 CPU threads (on a CPU), precision, budget (recipes/budgets.py) or prepared data (hash) is refused, with what
 differs (:func:`differences`).
 The runs before issue 40 lie in ``CORPUS/first_pass`` (mixed commits and machines): only the claims marked
@@ -39,7 +39,7 @@ import re
 import statistics
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import yaml
@@ -361,9 +361,26 @@ def compare(claim: dict, folder: Path, corpora: CorpusFolders) -> Comparison:
     bleu = bleu_metric(bool(spec.get("tokenized")))
     base, system = seeds_of(folder, claim["baseline"]), seeds_of(folder, claim["system"])
     refs = references(claim["corpus"], spec, folder.parent.parent, corpora) if base or system else []
-    return Comparison(claim, refs, bool(spec.get("tokenized")), base, system,
-                      {seed: bleu(hyps, refs) for seed, hyps in base.items()},
-                      {seed: bleu(hyps, refs) for seed, hyps in system.items()}, folder)
+    return judged_seeds(Comparison(claim, refs, bool(spec.get("tokenized")), base, system,
+                                   {seed: bleu(hyps, refs) for seed, hyps in base.items()},
+                                   {seed: bleu(hyps, refs) for seed, hyps in system.items()}, folder))
+
+
+def judged_seeds(comparison: Comparison) -> Comparison:
+    """``comparison`` with each side cut to its lowest :attr:`Comparison.seeds_due` seed numbers: a system shared
+    by several claims (the baseline) may have run extra seeds for one inconclusive claim, and those must not
+    enter the verdict of another, judged at the seeds fixed for it. (Cutting keeps the first seeds, which alone
+    set :attr:`Comparison.seeds_due`, so the cut comparison is due at the same count.) The first pass keeps
+    every seed: its seed counts are what ran, fixed by no claim."""
+    if comparison.folder.name == FIRST_PASS:
+        return comparison
+    due = comparison.seeds_due
+
+    def first(runs: dict) -> dict:
+        return {seed: runs[seed] for seed in sorted(runs)[:due]}
+
+    return replace(comparison, base=first(comparison.base), system=first(comparison.system),
+                   base_bleu=first(comparison.base_bleu), system_bleu=first(comparison.system_bleu), results={})
 
 
 def comparisons_of(claims: list[dict], hyps_root: Path, corpora: CorpusFolders) -> list[Comparison]:

@@ -70,12 +70,12 @@ def test_a_row_is_rebuilt_from_the_hypothesis_files_alone(tmp_path):
     def row_of(claim: dict) -> list[str]:
         return verdicts.claim_row(verdicts.compare(claim, hyps, corpora(tmp_path)))
 
-    pending = row_of(claim)
-    assert pending[8:] == ["-"] * 5 + ["pending (3 baseline, 0 system seeds of 2)"]
+    pending = row_of(claim)  # a third baseline seed (another claim's) stays out of this one, due at two
+    assert pending[8:] == ["-"] * 5 + ["pending (2 baseline, 0 system seeds of 2)"]
     write_hyps(hyps, "exgre", 1, refs)  # the references themselves: BLEU 100 on every seed
     one_of_two = row_of(claim)
-    assert one_of_two[-1] == "pending (3 baseline, 1 system seeds of 2)" and one_of_two[8].startswith("+")
-    assert row_of({**claim, "seeds": 1})[-1] == "inconclusive"  # run once: its interval is the baselines' spread
+    assert one_of_two[-1] == "pending (2 baseline, 1 system seeds of 2)" and one_of_two[8].startswith("+")
+    assert row_of({**claim, "seeds": 3})[-1] == "pending (3 baseline, 1 system seeds of 3)"
     write_hyps(hyps, "exgre", 2, [*refs[:-1], " ".join(reversed(refs[-1].split()))])  # one sentence reversed
     row = row_of(claim)
     assert row[3] == SET and row[5].startswith("100.00, 9") and row[-1] == "gain"
@@ -277,6 +277,22 @@ def test_pending_runs_add_the_seeds_an_inconclusive_claim_is_due_at(tmp_path):
         comparison = verdicts.compare({**claim, "paper_gain": gain}, folder, corpora(tmp_path))
         verdict = verdicts.verdict_cells(comparison, verdicts.seed_bleu_metric())[-1]
         assert verdict == ("pending (2 baseline, 2 system seeds of 8)" if wanted else "inconclusive"), seeds
+
+
+def test_a_verdict_leaves_out_the_extra_seeds_another_claim_ran_on_a_shared_system(tmp_path):
+    refs = ROTATIONS * 2
+    write_refs(tmp_path / "data", refs)
+    folder = tmp_path / "hyps" / "multi30k" / SET
+    for seed in range(1, 5):  # baseline seeds 3 and 4 ran for another claim; seed 4 scores far higher
+        write_hyps(folder, "baseline", seed, refs if seed == 4 else [" ".join(r.split()[:-seed]) for r in refs])
+    for seed in (1, 2):
+        write_hyps(folder, "both_res", seed, [" ".join(r.split()[:-(3 - seed)]) for r in refs])
+    claim = {"paper": "001", "corpus": "multi30k", "baseline": "baseline", "system": "both_res", "seeds": 2}
+    comparison = verdicts.compare(claim, folder, corpora(tmp_path))
+    assert sorted(comparison.base) == sorted(comparison.base_bleu) == [1, 2] and comparison.ready
+    result = comparison.result(verdicts.seed_bleu_metric())
+    assert result.test.mean_gain == pytest.approx(0.0, abs=1e-9)  # the same two scores on each side
+    assert verdicts.summary_row(comparison)[5] == "2 / 2"
 
 
 def test_a_suite_that_needs_a_gpu_has_no_set_on_a_cpu(monkeypatch):
