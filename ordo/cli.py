@@ -283,15 +283,23 @@ def run_prepare(args: argparse.Namespace) -> None:
     prepare(cfg)
 
 
+def train_settings(args: argparse.Namespace) -> dict[str, Any]:
+    """The raw config ``ordo train``'s arguments make: its YAML file, ``--set`` overrides, ``--data`` and
+    ``--preset``."""
+    from ordo.config import load_raw
+
+    flags: dict[str, Any] = {"data": args.data} if args.data else {}
+    if args.preset:
+        flags["model"] = {"preset": args.preset}
+    return load_raw(args.config, args.set, flags)
+
+
 def run_train(args: argparse.Namespace) -> None:
     """``ordo train``."""
     from ordo import api
-    from ordo.config import load_raw, raw_source
+    from ordo.config import raw_source
 
-    flags = {"data": args.data} if args.data else {}
-    if args.preset:
-        flags["model"] = {"preset": args.preset}
-    cfg = api.run_config(Path(args.out), load_raw(args.config, args.set, flags), raw_source(args.config, args.set))
+    cfg = api.run_config(Path(args.out), train_settings(args), raw_source(args.config, args.set))
     api.train(cfg, args.out)
 
 

@@ -10,20 +10,20 @@ import ast
 import dataclasses
 import re
 import shlex
-from itertools import pairwise
 from pathlib import Path
 
 import pytest
 
 import ordo
 import ordo.methods  # registers the methods whose options the shown commands set
-from ordo.cli import build_parser
-from ordo.config import DecodeConfig, ExperimentConfig, ModelConfig, TrainConfig, build_config, load_raw
+from ordo.cli import build_parser, train_settings
+from ordo.config import DecodeConfig, ExperimentConfig, ModelConfig, TrainConfig, build_config
 from ordo.data.prepare import PrepareConfig
 from ordo.errors import ConfigError
 
 ROOT = Path(ordo.__file__).parent.parent
 DOCS = ROOT / "docs"
+PAGES = ["README.md", *(f"docs/{p.name}" for p in sorted(DOCS.glob("*.md")))]  # pages with shown commands
 
 
 def subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
@@ -133,7 +133,7 @@ def unknown_in_shown_commands(page: Path) -> list[str]:
     return unknown
 
 
-@pytest.mark.parametrize("page", ["README.md", *(f"docs/{p.name}" for p in sorted(DOCS.glob("*.md")))])
+@pytest.mark.parametrize("page", PAGES)
 def test_every_shown_ordo_command_uses_a_verb_and_flags_that_exist(page: str) -> None:
     assert unknown_in_shown_commands(ROOT / page) == []
 
@@ -148,19 +148,13 @@ def test_the_command_check_finds_a_misspelt_flag(tmp_path: Path) -> None:
 
 
 def shown_train_configs(page: Path) -> list[tuple[str, dict]]:
-    """Each shown ``ordo train`` command of ``page`` with the raw config its ``--preset`` and ``--set`` make."""
-    configs = []
-    for command in shown_commands(page.read_text(encoding="utf-8")):
-        if command.startswith("ordo train "):
-            words = shlex.split(command, comments=True)
-            values = {flag: [value for before, value in pairwise(words) if before == flag]
-                      for flag in ("--preset", "--set")}
-            flags = {"model": {"preset": values["--preset"][0]}} if values["--preset"] else {}
-            configs.append((command, load_raw(None, values["--set"], flags)))
-    return configs
+    """Each shown ``ordo train`` command of ``page`` with the raw config its arguments make (parsed as ``ordo``
+    parses them, :func:`ordo.cli.train_settings`)."""
+    return [(command, train_settings(build_parser().parse_args(shlex.split(command, comments=True)[1:])))
+            for command in shown_commands(page.read_text(encoding="utf-8")) if command.startswith("ordo train ")]
 
 
-@pytest.mark.parametrize("page", ["README.md", *(f"docs/{p.name}" for p in sorted(DOCS.glob("*.md")))])
+@pytest.mark.parametrize("page", PAGES)
 def test_every_shown_train_command_sets_a_valid_config(page: str) -> None:
     for command, raw in shown_train_configs(ROOT / page):
         build_config(raw, command)  # raises ConfigError naming a key or value the code does not take
