@@ -280,6 +280,24 @@ class LoadedRun:
         return self.tgt_vocab.decode(hyp.tokens)
 
 
+def load_weights(model: nn.Module, weights: dict[str, torch.Tensor], path: Path, config_path: Path) -> None:
+    """Copy a checkpoint's ``weights`` (read from ``path``) into ``model``, built from ``config_path``.
+
+    Raises:
+        CheckpointError: naming both files and the first differences (parameters missing from the checkpoint,
+            parameters the model has not got, shapes that differ) when the weights are another model's.
+    """
+    own = model.state_dict()
+    differences = [f"{name} missing" for name in own if name not in weights]
+    differences += [f"{name} not in the model" for name in weights if name not in own]
+    differences += [f"{name} {tuple(weights[name].shape)} in the checkpoint, {tuple(tensor.shape)} in the model"
+                    for name, tensor in own.items() if name in weights and weights[name].shape != tensor.shape]
+    if differences:
+        shown = "; ".join(differences[:3]) + (f"; and {len(differences) - 3} more" if len(differences) > 3 else "")
+        raise CheckpointError(f"{path}: does not match the model of {config_path} ({shown})")
+    model.load_state_dict(weights)
+
+
 def load_run(run_dir: str | Path, checkpoint: str = "best", device: str = "auto", int8: bool = False) -> LoadedRun:
     """Load a trained run for translation (weights only, frozen: no optimizer state is needed).
 
@@ -297,11 +315,8 @@ def load_run(run_dir: str | Path, checkpoint: str = "best", device: str = "auto"
         raise CheckpointError(f"{run_dir / META_NAME}: the target vocabulary must be a SentencePiece model")
     lattice = LatticeEncoder.load(run_dir / meta.src_lattice) if meta.src_lattice else None
     model = build_for_data(cfg, meta).model
-    state = load_checkpoint(resolve_checkpoint(run_dir, checkpoint))
-    try:
-        model.load_state_dict(state["model"])
-    except RuntimeError as err:
-        raise CheckpointError(f"{run_dir}: checkpoint does not match the run's model ({err})") from None
+    checkpoint_path = resolve_checkpoint(run_dir, checkpoint)
+    load_weights(model, load_checkpoint(checkpoint_path)["model"], checkpoint_path, config_path)
     target = resolve_device("cpu" if int8 and device == "auto" else device)
     model = model.to(target).eval().requires_grad_(False)  # for translation: frozen (ordo.gemm keeps it packed)
     if int8:
@@ -313,9 +328,18 @@ def load_run(run_dir: str | Path, checkpoint: str = "best", device: str = "auto"
 
 def average(run_dir: str | Path, last: int = 5, output: str | Path | None = None) -> Path:
     """Average the weights of the last ``last`` periodic checkpoints into ``output``
-    (default ``checkpoints/averaged.pt``), usable as ``--checkpoint averaged``."""
+    (default ``checkpoints/averaged.pt``), usable as ``--checkpoint averaged``.
+
+    Raises:
+        ConfigError: when ``last`` is below 1.
+        CheckpointError: when the run has no periodic checkpoints, or they hold different parameters.
+    """
+    if last < 1:
+        raise ConfigError(f"last: {last} is below its minimum 1 (the number of checkpoints to average)")
     run_dir = Path(run_dir)
     paths = step_checkpoints(run_dir / "checkpoints")[-last:]
+    if not paths:
+        raise CheckpointError(f"{run_dir / 'checkpoints'}: no step_N.pt checkpoints to average")
     if len(paths) < last:
         logger.warning("only %d checkpoints to average (asked for %d)", len(paths), last)
     weights = average_checkpoints(paths)

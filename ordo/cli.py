@@ -9,7 +9,7 @@ import argparse
 import json
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from itertools import islice
 from pathlib import Path
@@ -17,6 +17,37 @@ from typing import IO, Any
 
 from ordo.errors import ConfigError, InputError, OrdoError, TrainingInterrupted
 from ordo.wait_policy import set_wait_policy
+
+
+def _positive_int(text: str) -> int:
+    """An argparse type: an integer of at least 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} is below its minimum 1")
+    return value
+
+
+def _percent_step(text: str) -> int:
+    """An argparse type: a step between 1 and 100 percent."""
+    value = _positive_int(text)
+    if value > 100:
+        raise argparse.ArgumentTypeError(f"{value} is above its maximum 100")
+    return value
+
+
+def _number_list(kind: type[int | float]) -> Callable[[str], list[int] | list[float]]:
+    """An argparse type: comma-separated numbers of ``kind``, e.g. ``10,20,30``."""
+
+    def parse(text: str) -> list[int] | list[float]:
+        try:
+            return [kind(item) for item in text.split(",")]
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected comma-separated {kind.__name__}s, got {text!r}") from None
+
+    return parse
 
 
 def _add_prepare(sub: argparse._SubParsersAction) -> None:
@@ -91,7 +122,7 @@ def _add_translate(sub: argparse._SubParsersAction) -> None:
 def _add_average(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("average", help="average the last N checkpoints of a run")
     p.add_argument("--model", required=True, help="run directory")
-    p.add_argument("--last", type=int, default=5)
+    p.add_argument("--last", type=_positive_int, default=5, help="how many of the newest step_N.pt (default 5)")
     p.add_argument("--output", help="default: RUN_DIR/checkpoints/averaged.pt")
 
 
@@ -145,12 +176,13 @@ def _add_analyze(sub: argparse._SubParsersAction) -> None:
                      help="BLEU, sign test against the first run, parameters, training and translation speed")
     robust = kinds.add_parser("robustness", parents=[common, runs],
                               help="BLEU against the share of swapped source words (paper 001, 6.5)")
-    robust.add_argument("--step", type=int, default=10, help="percent between swap levels (0..100)")
+    robust.add_argument("--step", type=_percent_step, default=10, help="percent between swap levels (1..100)")
     robust.add_argument("--seed", type=int, default=1)
     length = kinds.add_parser("length", parents=[common], help="BLEU by source-length group (paper 004, 5.4)")
     length.add_argument("--hyp", action="append", required=True, metavar="NAME=FILE", help="a system's output")
-    length.add_argument("--groups", type=int, default=6, help="groups of about equal size")
-    length.add_argument("--bounds", help="explicit upper bounds of the groups in --unit, e.g. 10,20,30")
+    length.add_argument("--groups", type=_positive_int, default=6, help="groups of about equal size")
+    length.add_argument("--bounds", type=_number_list(int),
+                        help="explicit upper bounds of the groups in --unit, e.g. 10,20,30")
     length.add_argument("--unit", choices=LENGTH_UNITS, default="words",
                         help="count source words, or characters (unsegmented Chinese, Japanese)")
     order = kinds.add_parser("order", parents=[common],
@@ -158,7 +190,8 @@ def _add_analyze(sub: argparse._SubParsersAction) -> None:
     order.add_argument("--align", required=True,
                        help="Pharaoh links of --src/--ref (ordo align on train+test, or a prepared test.align)")
     order.add_argument("--hyp", action="append", required=True, metavar="NAME=FILE", help="a system's output")
-    order.add_argument("--edges", help="bucket upper edges of tau, e.g. --edges=-0.2,0.5 (default: terciles)")
+    order.add_argument("--edges", type=_number_list(float),
+                       help="bucket upper edges of tau, e.g. --edges=-0.2,0.5 (default: terciles)")
     order.add_argument("--hyp-align", action="append", default=[], metavar="NAME=FILE",
                        help="links of --src to system NAME's output (ordo align --model RUN --src S --tgt HYP): "
                             "how much each system reorders against the reference (order_tau.md)")
@@ -449,11 +482,15 @@ def _add_ribes(report: dict[str, Any], args: argparse.Namespace, systems: dict[s
 
 
 def _named(items: list[str], flag: str) -> list[tuple[str, Path]]:
-    pairs = []
+    """``NAME=PATH`` arguments as (name, path) pairs; a name given twice is an error (its tables, plots and
+    outputs would hold one system under that name)."""
+    pairs: list[tuple[str, Path]] = []
     for item in items:
         name, sep, path = item.partition("=")
         if not sep or not name or not path:
             raise OrdoError(f"{flag} {item}: expected NAME=PATH")
+        if name in dict(pairs):
+            raise OrdoError(f"{flag} {item}: the name {name!r} is given twice")
         pairs.append((name, Path(path)))
     return pairs
 
@@ -492,14 +529,12 @@ def run_analyze(args: argparse.Namespace) -> None:
         alignments += [(name, _read_test_links(path, len(refs), args.ref)) for name, path
                        in _named(args.hyp_align, "--hyp-align")]
         taus = [alignment_tau(links) for links in alignments[0][1]]
-        edges = [float(e) for e in args.edges.split(",")] if args.edges else None
-        print(report.order_report(systems, refs, taus, out, args.tokenized_bleu, edges))
+        print(report.order_report(systems, refs, taus, out, args.tokenized_bleu, args.edges))
         if args.hyp_align:
             print(report.order_tau_report(alignments, out))
         return
     if args.analysis == "length":
-        bounds = [int(b) for b in args.bounds.split(",")] if args.bounds else None
-        print(report.length_report(systems, sources, refs, out, args.tokenized_bleu, args.groups, bounds,
+        print(report.length_report(systems, sources, refs, out, args.tokenized_bleu, args.groups, args.bounds,
                                    args.unit))
         return
     runs = _named(args.run, "--run")

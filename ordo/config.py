@@ -153,7 +153,7 @@ class DecodeConfig:
 
     def __post_init__(self) -> None:
         check_choices(self, "decode")
-        _at_least(self, "decode", beam_size=1, nbest=1, max_tokens=1, max_len_b=0, min_len=0)
+        _at_least(self, "decode", beam_size=1, nbest=1, max_tokens=1, max_len_a=0, max_len_b=0, min_len=0)
         if self.nbest > self.beam_size:
             raise ConfigError(f"decode.nbest: {self.nbest} hypotheses from a beam of {self.beam_size}")
 

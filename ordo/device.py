@@ -5,11 +5,21 @@ from __future__ import annotations
 
 import torch
 
+from ordo.errors import ConfigError
+
 
 def resolve_device(setting: str, local_rank: int = 0) -> torch.device:
-    """``auto`` picks CUDA (this process's local GPU) when available, else the CPU."""
+    """``auto`` picks CUDA (this process's local GPU) when available, else the CPU.
+
+    Raises:
+        ConfigError: naming the setting when it is not a device, or names CUDA on a machine without it.
+    """
     if setting == "auto":
         setting = "cuda" if torch.cuda.is_available() else "cpu"
-    if setting == "cuda":
-        return torch.device("cuda", local_rank)
-    return torch.device(setting)
+    try:
+        device = torch.device("cuda", local_rank) if setting == "cuda" else torch.device(setting)
+    except RuntimeError:
+        raise ConfigError(f"device {setting!r}: expected auto, cpu, cuda or cuda:N") from None
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ConfigError(f"device {setting!r}: CUDA is not available here (use auto or cpu)")
+    return device

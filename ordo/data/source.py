@@ -12,6 +12,7 @@ raises :func:`refuse_over_long`'s error naming it. A blank line (empty or only w
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -90,6 +91,21 @@ def cut_over_long(encoded: list[EncodedSource], labels: list[str], limit: int, u
     return [row.cut(limit) if len(row.ids) > limit else row for row in encoded]
 
 
+def check_texts(texts: Sequence[str], source: str, first_line: int = 1) -> None:
+    """Refuse ``texts`` unless it is a list of strings: a single string would be read as one sentence per
+    character.
+
+    Raises:
+        InputError: naming ``source`` (and the line of an item that is not a string).
+    """
+    if isinstance(texts, str | bytes):
+        raise InputError(f"{source}: expected a list of sentences, got one {type(texts).__name__} (wrap it in a "
+                         "list: [text])")
+    for line, text in enumerate(texts, first_line):
+        if not isinstance(text, str):
+            raise InputError(f"{source}:{line}: expected a string, got {type(text).__name__}")
+
+
 def model_inputs(encoder: SourceEncoder, texts: list[str], source: str, limit: int, long_lines: LongLines = "error",
                  first_line: int = 1) -> tuple[list[np.ndarray], dict[str, list[np.ndarray]]]:
     """Source rows and per-token fields of raw ``texts`` for a model taking at most ``limit`` tokens.
@@ -101,7 +117,12 @@ def model_inputs(encoder: SourceEncoder, texts: list[str], source: str, limit: i
         limit: the most tokens the model takes.
         long_lines: ``error``: an over-long text is an InputError naming its line; ``truncate``: cut it, warning.
         first_line: the line number of ``texts[0]`` in ``source``.
+
+    Raises:
+        InputError: when ``texts`` is not a list of strings (:func:`check_texts`), or a text is over ``limit``
+            with ``long_lines="error"``.
     """
+    check_texts(texts, source, first_line)
     labels = [f"{source}:{line}" for line in range(first_line, first_line + len(texts))]
     encoded = [row if text.strip() else row.cut(0) for text, row in zip(texts, encoder.encode(texts, labels))]
     unit = "lattice edges" if encoder.lattice is not None else "pieces"

@@ -109,6 +109,24 @@ def fsync_directory(path: str | Path) -> None:
         os.close(fd)
 
 
+def _temporary_beside(path: Path) -> tuple[int, str]:
+    """A new temporary file in the folder of ``path`` (created if missing), to be renamed over ``path``: its
+    descriptor and name.
+
+    Raises:
+        InputError: naming ``path`` when it is a directory or the folder cannot be made or written to.
+    """
+    if path.is_dir():
+        raise InputError(f"{path}: is a directory, not a file to write")
+    if path.parent.exists() and not path.parent.is_dir():
+        raise InputError(f"{path}: cannot write ({path.parent} is a file, not a directory)")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as err:
+        raise InputError(f"{path}: cannot write ({err.strerror or err})") from None
+
+
 @contextmanager
 def atomic_write(path: str | Path, mode: str = "w", encoding: str | None = "utf-8") -> Iterator[IO]:
     """Write to a temporary file beside ``path`` and rename it over ``path`` only on success.
@@ -117,10 +135,13 @@ def atomic_write(path: str | Path, mode: str = "w", encoding: str | None = "utf-
     is flushed to disk before the rename and the folder after it, so that after a power loss ``path`` holds
     either the old or the new content. The file gets the usual permissions (0666 minus the umask), not the
     private ones of a temporary file.
+
+    Raises:
+        InputError: naming ``path``, before anything is written, when it is a directory or its folder cannot be
+            made or written to.
     """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    fd, tmp_name = _temporary_beside(path)
     os.fchmod(fd, 0o666 & ~_umask())
     binary = "b" in mode
     try:

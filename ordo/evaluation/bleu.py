@@ -53,8 +53,13 @@ def check_corpus(hyps: Sequence[str], refs: References) -> None:
     """Reject hypotheses and references (one per sentence, or several streams) that cannot be scored.
 
     Raises:
-        InputError: when a reference stream's length differs from the hypotheses', or there are none.
+        InputError: when the hypotheses or the references are a single string rather than a list of sentences
+            (each character would be scored as a sentence), a reference stream's length differs from the
+            hypotheses', or there are none.
     """
+    for name, given in (("hypotheses", hyps), ("references", refs)):
+        if isinstance(given, str):
+            raise InputError(f"{name}: expected a list of sentences, got one string (wrap it in a list: [text])")
     streams = reference_streams(refs)
     for number, stream in enumerate(streams, 1):
         if len(hyps) != len(stream):

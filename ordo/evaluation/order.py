@@ -20,6 +20,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ordo.errors import InputError
+
 RIBES_ALPHA = 0.25  # weight of the unigram precision (Isozaki et al. 2010; WAT)
 RIBES_BETA = 0.10  # weight of the brevity penalty
 
@@ -93,7 +95,13 @@ def sentence_ribes(ref: Sequence[str], hyp: Sequence[str], alpha: float = RIBES_
 
 
 def corpus_ribes(hyps: Sequence[str], refs: Sequence[str]) -> float:
-    """Mean sentence RIBES of whitespace-tokenized hypotheses against their references, in [0, 1]."""
+    """Mean sentence RIBES of whitespace-tokenized hypotheses against their references, in [0, 1].
+
+    Raises:
+        InputError: when there are not as many references as hypotheses.
+    """
+    if len(hyps) != len(refs):
+        raise InputError(f"{len(hyps)} hypotheses but {len(refs)} references")
     if not hyps:
         return 0.0
     return sum(sentence_ribes(ref.split(), hyp.split()) for hyp, ref in zip(hyps, refs)) / len(hyps)

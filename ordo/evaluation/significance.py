@@ -94,11 +94,16 @@ def _check_pair(hyps_a: Sequence[str], hyps_b: Sequence[str], refs: Sequence[str
     """Reject two systems that cannot be compared on ``refs``.
 
     Raises:
-        InputError: when the three lists differ in length or are empty.
+        InputError: when the three lists differ in length or are empty, or ``refs`` is not one reference string
+            per sentence (the paired tests take one reference; a list of reference streams is refused).
     """
-    if len(hyps_a) != len(hyps_b):
-        raise InputError(f"system A has {len(hyps_a)} sentences but system B has {len(hyps_b)}")
     check_corpus(hyps_a, refs)
+    if not all(isinstance(ref, str) for ref in refs):
+        raise InputError("refs: the paired tests take one reference per sentence, a list of strings (not a list "
+                         "of reference streams)")
+    if not isinstance(hyps_b, str) and len(hyps_a) != len(hyps_b):
+        raise InputError(f"system A has {len(hyps_a)} sentences but system B has {len(hyps_b)}")
+    check_corpus(hyps_b, refs)
 
 
 def sign_test_p_value(better: int, worse: int) -> float:

@@ -55,3 +55,27 @@ def test_bad_named_argument_is_a_clear_error(small_data, tmp_path, capsys):
     src = str(small_data / "test.src.txt")
     assert main(["analyze", "length", "--src", src, "--ref", src, "--out", str(tmp_path), "--hyp", "noname"]) == 2
     assert "--hyp noname: expected NAME=PATH" in capsys.readouterr().err
+
+
+def test_a_system_name_given_twice_is_refused_rather_than_one_system_dropped(small_data, tmp_path, capsys):
+    src = str(small_data / "test.src.txt")
+    assert main(["analyze", "length", "--src", src, "--ref", src, "--out", str(tmp_path), "--hyp", f"a={src}",
+                 "--hyp", f"a={small_data / 'test.tgt.txt'}"]) == 2
+    assert "--hyp a=" in (err := capsys.readouterr().err) and "the name 'a' is given twice" in err
+    assert not (tmp_path / "length.tsv").exists()
+
+
+@pytest.mark.parametrize("analysis, flags, message", [
+    ("length", ["--groups", "0"], "argument --groups: 0 is below its minimum 1"),
+    ("length", ["--bounds", "10,x"], "argument --bounds: expected comma-separated ints, got '10,x'"),
+    ("order", ["--align", "links.txt", "--edges=-0.2,high"],
+     "argument --edges: expected comma-separated floats, got '-0.2,high'"),
+    ("robustness", ["--run", "a=run", "--step", "0"], "argument --step: 0 is below its minimum 1"),
+    ("robustness", ["--run", "a=run", "--step", "-10"], "argument --step: -10 is below its minimum 1"),
+])
+def test_bad_numbers_are_usage_errors_naming_the_flag(tmp_path, capsys, analysis, flags, message):
+    hyp = [] if analysis == "robustness" else ["--hyp", "a=out.txt"]
+    with pytest.raises(SystemExit) as exit_:
+        main(["analyze", analysis, "--src", "src.txt", "--ref", "ref.txt", "--out", str(tmp_path), *hyp, *flags])
+    assert exit_.value.code == 2
+    assert f"ordo analyze {analysis}: error: {message}" in capsys.readouterr().err

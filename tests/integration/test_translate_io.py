@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 from ordo import api
 from ordo.cli import main
@@ -76,6 +77,25 @@ def test_the_api_gives_empty_for_blank_and_cuts_long_sentences(trained_run):
 
     with pytest.raises(InputError, match="input:4: 1100 pieces"):
         run.translate(LINES, long_lines="error")
+
+
+def test_the_api_refuses_a_string_in_place_of_a_list_of_sentences(small_data):
+    """A notebook's ``run.translate("a sentence")`` would otherwise translate each character as a sentence."""
+    from ordo.config import load_config
+    from ordo.data.corpus import DataMeta, load_vocabs
+    from ordo.errors import InputError
+
+    cfg = load_config(None, [f"data={small_data}", "model.preset=tiny", "model.d_model=32", "model.ffn_dim=64"])
+    meta = DataMeta.load(small_data)
+    model = api.build_for_data(cfg, meta).model.eval()  # untrained: only the inputs are checked here
+    run = api.LoadedRun(model, cfg, *load_vocabs(small_data, meta), torch.device("cpu"))
+    assert len(run.translate(["the dog sees a cat .", ""], max_len_b=2)) == 2
+    with pytest.raises(InputError, match=r"input: expected a list of sentences, got one str \(wrap it"):
+        run.translate("the dog sees a cat .")
+    with pytest.raises(InputError, match="input: expected a list of sentences, got one str"):
+        run.translate_detailed("the dog sees a cat .")
+    with pytest.raises(InputError, match="input:2: expected a string, got NoneType"):
+        run.translate(["the dog sees a cat .", None])
 
 
 def test_each_chunk_is_written_before_the_input_ends(trained_run):

@@ -47,3 +47,43 @@ def test_a_checkpoint_saved_off_the_validation_grid_goes_once_a_later_one_exists
     assert [p.name for p in step_checkpoints(tmp_path)] == ["step_300.pt", "step_400.pt", "step_437.pt"]
     prune_checkpoints(tmp_path, keep_last=5, every=100)
     assert len(step_checkpoints(tmp_path)) == 3
+
+
+def _step_checkpoints(folder, values):
+    """``step_N.pt`` files in ``folder`` whose one weight ``w`` holds ``values[N - 1]``."""
+    for step, value in enumerate(values, 1):
+        save_checkpoint({"model": {"w": torch.full((2,), float(value))}}, folder / f"step_{step}.pt")
+
+
+@pytest.mark.parametrize("last", [0, -1])
+def test_averaging_fewer_than_one_checkpoint_is_refused(tmp_path, last):
+    from ordo import api
+    from ordo.errors import ConfigError
+
+    _step_checkpoints(tmp_path / "checkpoints", [1.0, 2.0, 6.0])
+    with pytest.raises(ConfigError, match=f"last: {last} is below its minimum 1"):
+        api.average(tmp_path, last)
+    assert not (tmp_path / "checkpoints" / "averaged.pt").exists()
+    assert torch.equal(load_checkpoint(api.average(tmp_path, 2))["model"]["w"], torch.full((2,), 4.0))
+
+
+def test_averaging_a_run_without_checkpoints_names_its_folder(tmp_path):
+    from ordo import api
+
+    with pytest.raises(CheckpointError, match=r"nothing/checkpoints: no step_N.pt checkpoints to average"):
+        api.average(tmp_path / "nothing")
+
+
+def test_weights_of_another_model_are_named_with_the_file_and_the_first_differences(tmp_path):
+    from ordo.api import load_weights
+
+    model = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.Linear(3, 2))
+    other = torch.nn.Sequential(torch.nn.Linear(4, 5)).state_dict()
+    path, config = tmp_path / "step_1.pt", tmp_path / "config.yaml"
+    with pytest.raises(CheckpointError) as caught:
+        load_weights(model, other, path, config)
+    message = str(caught.value)
+    assert message.startswith(f"{path}: does not match the model of {config} (")
+    assert "1.weight missing" in message and "0.weight (5, 4) in the checkpoint, (3, 4) in the model" in message
+    assert "\n" not in message and "and 1 more" in message
+    load_weights(model, model.state_dict(), path, config)

@@ -112,6 +112,14 @@ def test_changed_decode_settings_are_checked_like_a_config_file():
         replace_checked(decode, "decode", beam_size=2, nbest=3)
 
 
+def test_a_negative_output_length_factor_is_refused_rather_than_giving_empty_translations():
+    from ordo.config import replace_checked
+
+    with pytest.raises(ConfigError, match="decode.max_len_a: -1.0 is below its minimum 0"):
+        replace_checked(DecodeConfig(), "decode", max_len_a=-1.0)
+    assert replace_checked(DecodeConfig(), "decode", max_len_a=0.0).max_len_a == 0.0
+
+
 def test_numbers_in_a_yaml_file_work_as_users_write_them(tmp_path):
     path = tmp_path / "exp.yaml"
     path.write_text("train:\n  lr: 1e-3\n  adam_eps: 1E-8\n  warmup_steps: 400\n")

@@ -178,6 +178,26 @@ def test_corpus_scores_rejects_mismatched_or_empty(hyps: list[str], refs: list[s
         multi_bleu(hyps, refs)
 
 
+def test_a_single_string_is_refused_rather_than_scored_character_by_character() -> None:
+    with pytest.raises(InputError, match="hypotheses: expected a list of sentences, got one string"):
+        corpus_scores("a cat sat", "a cat sat .")
+    with pytest.raises(InputError, match="references: expected a list of sentences, got one string"):
+        corpus_scores(["a", "b", "c"], "abc")
+    refs = _sentences(3, seed=30)
+    with pytest.raises(InputError, match="hypotheses: expected a list of sentences, got one string"):
+        sign_test(refs, "abc", refs)
+
+
+def test_paired_tests_refuse_reference_streams_with_a_clear_error() -> None:
+    refs = _sentences(4, seed=31)
+    hyps = _corrupt(refs, seed=32)
+    assert corpus_scores(hyps, [refs]) == corpus_scores(hyps, refs)  # one stream is fine for the scores
+    with pytest.raises(InputError, match="one reference per sentence"):
+        paired_tests(hyps, refs, [refs], bootstrap_samples=10, randomization_trials=10)
+    with pytest.raises(InputError, match="one reference per sentence"):
+        sign_test(hyps, refs, [refs])
+
+
 def test_score_files_names_both_files_on_length_mismatch(tmp_path: Path) -> None:
     hyp = _write(tmp_path / "hyp.txt", ["a b", "c d"])
     ref = _write(tmp_path / "ref.txt", ["a b", "c d", "e f"])

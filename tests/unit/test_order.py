@@ -37,6 +37,17 @@ def test_a_full_reversal_scores_zero_and_a_swap_by_hand():
     assert sentence_ribes(ref, shorter) == pytest.approx(math.exp(-1 / 3) ** 0.10)
 
 
+def test_corpus_ribes_refuses_unpaired_lists_rather_than_averaging_over_the_longer():
+    from ordo.errors import InputError
+
+    refs = ["a b c d", "e f g h"]
+    with pytest.raises(InputError, match="2 hypotheses but 1 references"):
+        corpus_ribes(refs, refs[:1])
+    with pytest.raises(InputError, match="1 hypotheses but 2 references"):
+        corpus_ribes(refs[:1], refs)
+    assert corpus_ribes(refs, refs) == pytest.approx(1.0)
+
+
 def test_repeated_words_are_placed_by_their_unique_context():
     ref = ["the", "boy", "read", "the", "book"]  # Isozaki et al. 2010's (H2, R2), 0-based
     hyp = ["the", "book", "was", "read", "by", "the", "boy"]

@@ -58,6 +58,21 @@ def test_a_pipe_is_read_like_a_file(tmp_path):
     writer.join()
 
 
+def test_atomic_write_over_a_directory_or_under_a_file_is_an_error_naming_the_path(tmp_path):
+    (tmp_path / "taken").mkdir()
+    with pytest.raises(InputError, match="taken: is a directory, not a file to write"), \
+            atomic_write(tmp_path / "taken"):
+        pass
+    (tmp_path / "plain").write_text("x\n")
+    with pytest.raises(InputError, match=r"plain/out.txt: cannot write \(.*plain is a file, not a directory\)"), \
+            atomic_write(tmp_path / "plain" / "out.txt"):
+        pass
+    with pytest.raises(InputError, match=r"plain/sub/out.txt: cannot write \(Not a directory\)"), \
+            atomic_write(tmp_path / "plain" / "sub" / "out.txt"):
+        pass
+    assert sorted(os.listdir(tmp_path)) == ["plain", "taken"] and os.listdir(tmp_path / "taken") == []
+
+
 def test_missing_file_and_directory_are_named(tmp_path):
     with pytest.raises(InputError, match="nothing.txt: no such file"):
         read_lines(tmp_path / "nothing.txt")
