@@ -235,7 +235,7 @@ def _add_alignment_verbs(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--aligner", default="eflomal", help="eflomal | fast_align")
     p.add_argument("--symmetrization", default="grow-diag-final-and",
                    help="grow-diag-final-and | intersection | union")
-    p.add_argument("--model", help="a trained run (rnn family): links from its attention by forced decoding")
+    p.add_argument("--model", help="a trained run: links from its attention by forced decoding")
     p.add_argument("--checkpoint", default="best")
     p.add_argument("--device", default="auto")
     e = sub.add_parser("evaluate-alignment", help="AER, precision and recall against gold sure/possible links")

@@ -1,7 +1,8 @@
 """Word alignments read off a trained model's attention by forced decoding of the references (paper 003, §5).
 
-Each reference is fed to the decoder (teacher forcing); the attention α (target piece x source piece) is
-pooled to words — mean over a target word's pieces, sum over a source word's pieces — and every target word
+Each reference is fed to the decoder (teacher forcing); the attention α (target piece x source piece), an RNN's
+attention or a Transformer's last decoder layer's cross-attention averaged over its heads
+(:func:`ordo.decoding.attention.forced_attention`), is pooled to words — mean over a target word's pieces, sum over a source word's pieces — and every target word
 is linked to the source word it attends to most. EOS rows and columns are left out. Links are (source word,
 target word), 0-based, as ``ordo evaluate-alignment`` reads them.
 """
@@ -17,7 +18,7 @@ from ordo.api import LoadedRun
 from ordo.data.alignment.links import Link, split_words
 from ordo.data.alignment.reorder_field import pieces_per_word
 from ordo.data.batching import collate, epoch_batches
-from ordo.decoding.attention import ALIGNMENT, hard_links, pool_to_words
+from ordo.decoding.attention import forced_attention, hard_links, pool_to_words
 from ordo.errors import InputError
 
 
@@ -27,7 +28,7 @@ def attention_matrices(run: LoadedRun, sources: list[str], targets: list[str],
     """The (target pieces + EOS, source pieces + EOS) attention of every pair under forced decoding, in order.
 
     Raises:
-        InputError: when the model returns no attention weights (only the rnn family does).
+        InputError: when the model shows no attention (no cross-attention module and no alignments).
     """
     src_rows = run.encode_sources(sources, "source")
     tgt_rows = [np.asarray(ids, dtype=np.int64) for ids in run.tgt_vocab.encode_batch(targets)]
@@ -35,10 +36,10 @@ def attention_matrices(run: LoadedRun, sources: list[str], targets: list[str],
     found: dict[int, np.ndarray] = {}
     for indices in epoch_batches(*lengths, max_tokens, 0, 0, shuffle=False):
         batch = collate(indices, [src_rows[i] for i in indices], [tgt_rows[i] for i in indices]).to(run.device)
-        extras = run.model(batch).extras
-        if ALIGNMENT not in extras:
-            raise InputError("this model returns no attention alignment (use the rnn family, RNNsearch*)")
-        weights = extras[ALIGNMENT].float().cpu().numpy()  # (B, T, S)
+        attention, _ = forced_attention(run.model, batch)
+        if attention is None:
+            raise InputError("this model shows no attention to align with")
+        weights = attention.cpu().numpy()  # (B, T, S)
         for row, index in enumerate(indices.tolist()):
             found[index] = weights[row, : lengths[1][index] + 1, : lengths[0][index] + 1]
     for index in range(len(sources)):

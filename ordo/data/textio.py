@@ -134,16 +134,22 @@ def atomic_write(path: str | Path, mode: str = "w", encoding: str | None = "utf-
     An interrupted write leaves the previous ``path`` (if any) untouched, and no temporary file. The file
     is flushed to disk before the rename and the folder after it, so that after a power loss ``path`` holds
     either the old or the new content. The file gets the usual permissions (0666 minus the umask), not the
-    private ones of a temporary file.
+    private ones of a temporary file. A symbolic link (``/dev/stdout``, whichever file or pipe it names) or a
+    path that is neither a file nor a folder (a named pipe) is written in place, not atomically: a rename would
+    replace the link, or the file a shell's redirection still writes to.
 
     Raises:
         InputError: naming ``path``, before anything is written, when it is a directory or its folder cannot be
             made or written to.
     """
     path = Path(path)
+    binary = "b" in mode
+    if path.is_symlink() or (path.exists() and not (path.is_file() or path.is_dir())):
+        with open(path, mode, encoding=None if binary else encoding, newline=None if binary else "\n") as handle:
+            yield handle
+        return
     fd, tmp_name = _temporary_beside(path)
     os.fchmod(fd, 0o666 & ~_umask())
-    binary = "b" in mode
     try:
         with open(fd, mode, encoding=None if binary else encoding, newline=None if binary else "\n") as handle:
             yield handle

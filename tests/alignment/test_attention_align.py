@@ -2,6 +2,8 @@
 
 import numpy as np
 
+from ordo.analysis.attention_align import attention_matrices
+from ordo.api import load_run
 from ordo.cli import main
 from ordo.data.alignment.links import read_links
 from ordo.data.textio import read_lines
@@ -36,9 +38,17 @@ def test_align_from_an_rnn_model_and_plot_its_attention(rnn_run, small_data, tmp
     assert (tmp_path / "plots" / "attention_rnn.png").read_bytes()[:4] == b"\x89PNG"
 
 
-def test_a_transformer_has_no_attention_alignment(train_tiny, small_data, tmp_path, capsys):
+def test_align_from_a_transformer_by_its_last_layers_cross_attention(train_tiny, small_data, tmp_path):
     train_tiny(steps=3, name="tf")
-    src = str(small_data / "test.src.txt")
-    assert main(["align", "--model", str(tmp_path / "tf"), "--src", src, "--tgt", str(small_data / "test.tgt.txt"),
-                 "--out", str(tmp_path / "a"), "--checkpoint", "last"]) == 2
-    assert "no attention alignment" in capsys.readouterr().err
+    src, tgt = tmp_path / "src.txt", tmp_path / "tgt.txt"
+    src.write_text("".join(line + "\n" for line in read_lines(small_data / "test.src.txt")[:10]))
+    tgt.write_text("".join(line + "\n" for line in read_lines(small_data / "test.tgt.txt")[:10]))
+    run = load_run(tmp_path / "tf", checkpoint="last")
+    for matrix, target in zip(attention_matrices(run, read_lines(src), read_lines(tgt)), read_lines(tgt)):
+        assert matrix.shape[0] == len(run.tgt_vocab.encode(target)) + 1  # target pieces and EOS
+        assert np.allclose(matrix.sum(axis=1), 1.0, atol=1e-5)  # each row a distribution over the source
+    assert main(["align", "--model", str(tmp_path / "tf"), "--src", str(src), "--tgt", str(tgt),
+                 "--out", str(tmp_path / "a"), "--checkpoint", "last"]) == 0
+    for sentence, target, pair in zip(read_lines(src), read_lines(tgt), read_links(tmp_path / "a")):
+        assert {j for _, j in pair.sure} == set(range(len(target.split())))
+        assert all(i < len(sentence.split()) for i, _ in pair.sure)

@@ -58,6 +58,28 @@ def test_a_pipe_is_read_like_a_file(tmp_path):
     writer.join()
 
 
+def test_atomic_write_writes_in_place_through_a_link_or_into_a_pipe(tmp_path):
+    """`--output /dev/stdout` (a link to the process's descriptor 1) must write to the file or pipe descriptor 1
+    holds, not rename a new file over the link or over the file a shell redirected to."""
+    redirected = tmp_path / "redirected.txt"
+    with open(redirected, "w") as descriptor_holder:
+        (tmp_path / "stdout").symlink_to(f"/proc/self/fd/{descriptor_holder.fileno()}")
+        with atomic_write(tmp_path / "stdout") as handle:
+            handle.write("new\n")
+        assert os.fstat(descriptor_holder.fileno()).st_ino == redirected.stat().st_ino
+    assert redirected.read_text() == "new\n" and (tmp_path / "stdout").is_symlink()
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    received: list[bytes] = []
+    reader = threading.Thread(target=lambda: received.append(fifo.read_bytes()), daemon=True)
+    reader.start()
+    with atomic_write(fifo) as handle:
+        handle.write("durch die Leitung\n")
+    reader.join(timeout=10)
+    assert received == [b"durch die Leitung\n"] and fifo.is_fifo()
+    assert sorted(os.listdir(tmp_path)) == ["pipe", "redirected.txt", "stdout"]
+
+
 def test_atomic_write_over_a_directory_or_under_a_file_is_an_error_naming_the_path(tmp_path):
     (tmp_path / "taken").mkdir()
     with pytest.raises(InputError, match="taken: is a directory, not a file to write"), \
