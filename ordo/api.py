@@ -28,7 +28,7 @@ from tqdm import tqdm
 from ordo.build import BuiltModel, build_model, count_parameters
 from ordo.checkpoint import BEST_NAME, average_checkpoints, load_checkpoint, save_checkpoint, step_checkpoints
 from ordo.config import ExperimentConfig, build_config, replace_checked, save_config
-from ordo.data.corpus import LATTICE_DIR, META_NAME, DataMeta, load_vocabs
+from ordo.data.corpus import LATTICE_DIR, META_NAME, DataMeta, TokenArray, load_vocabs
 from ordo.data.lattice.corpus import LatticeEncoder
 from ordo.data.shards import data_dirs, shard_metas, vocab_digest
 from ordo.data.source import LongLines, SourceEncoder, model_inputs
@@ -38,7 +38,7 @@ from ordo.decoding.search import Hypothesis
 from ordo.decoding.translator import translate_rows
 from ordo.detail import Candidate, ForcedPass, TranslationDetail, describe, forced_passes
 from ordo.device import resolve_device
-from ordo.errors import CheckpointError, ConfigError, TrainingInterrupted
+from ordo.errors import CheckpointError, ConfigError, InputError, TrainingInterrupted
 
 if TYPE_CHECKING:
     from ordo.training.trainer import Progress
@@ -104,10 +104,10 @@ def run_config(run_dir: Path, raw: dict[str, Any], where: str = "config") -> Exp
 def _copy_data_meta(meta: DataMeta, data_dir: Path, run_dir: Path) -> None:
     """Copy the vocabularies (and a lattice corpus's segmenters) into the run, and the data's ``data.yaml``
     with its paths pointing at those copies, so that the run translates raw text without the data directory."""
-    (run_dir / "vocab").mkdir(parents=True, exist_ok=True)
     src_vocab = f"vocab/src{Path(meta.src_vocab).suffix}"
-    shutil.copyfile(data_dir / meta.src_vocab, run_dir / src_vocab)
-    shutil.copyfile(data_dir / meta.tgt_vocab, run_dir / "vocab" / "tgt.model")
+    for source, copy in ((meta.src_vocab, src_vocab), (meta.tgt_vocab, "vocab/tgt.model")):
+        with atomic_write(run_dir / copy, "wb", encoding=None) as handle:  # a run's vocabulary is never half-written
+            handle.write((data_dir / source).read_bytes())
     if meta.src_lattice:
         shutil.copytree(data_dir / meta.src_lattice, run_dir / LATTICE_DIR, dirs_exist_ok=True)
     run_meta = dataclasses.replace(meta, src_vocab=src_vocab, tgt_vocab="vocab/tgt.model",
@@ -132,6 +132,53 @@ def run_data_meta(run_dir: Path) -> DataMeta:
     return meta
 
 
+def check_run_vocabulary(run_dir: Path, data_dir: Path, meta: DataMeta) -> None:
+    """Refuse to go on training a run that has checkpoints on data ``data_dir`` (whose ``data.yaml`` is ``meta``)
+    of another vocabulary: training would replace the run's ``vocab/`` by that data's, which its weights were not
+    trained with (an error on the embedding shapes when resuming, or at equal sizes a run that translates with
+    the wrong pieces). Shards of the run's corpus (``ordo prepare --vocab-from``) share its vocabulary and pass.
+
+    Raises:
+        InputError: naming ``data_dir`` and ``run_dir``.
+    """
+    if not any((run_dir / "checkpoints").glob("*.pt")) or not (run_dir / "vocab").is_dir():
+        return
+    if vocab_digest(run_dir, run_data_meta(run_dir)) != vocab_digest(data_dir, meta):
+        raise InputError(f"{data_dir}: its vocabulary differs from the one run {run_dir} was trained with; train "
+                         f"a new run dir, or prepare the data with `ordo prepare --vocab-from {run_dir}`")
+
+
+def check_positions(cfg: ExperimentConfig, dirs: list[Path], meta: DataMeta) -> None:
+    """Refuse, before training, a training or dev row that the Transformer's position table cannot hold: a side of
+    more than ``model.max_positions - 1`` pieces (EOS, or BOS, takes one position), which ``ordo prepare`` keeps in
+    a dev set (and in a training set prepared with a ``max_len`` above it). A lattice source is left to its
+    method, which checks its own positions; the rnn family has no position table.
+
+    Args:
+        cfg: the run's config.
+        dirs: the training shards; the first one's dev split is checked too.
+        meta: the first shard's ``data.yaml``.
+
+    Raises:
+        InputError: naming the ``{split}.{side}.txt`` file and line of the first such row.
+    """
+    if cfg.model.family != "transformer":
+        return
+    limit = cfg.model.max_positions - 1
+    splits = [(data_dir, "train") for data_dir in dirs]
+    splits += [(dirs[0], "valid")] if (dirs[0] / "valid.src.idx").is_file() else []
+    sides = ("tgt",) if meta.src_lattice else ("src", "tgt")
+    for data_dir, split in splits:
+        for side in sides:
+            lengths = TokenArray.open(data_dir / f"{split}.{side}").lengths
+            over = np.flatnonzero(lengths > limit)
+            if over.size:
+                remedy = f"prepare with --max-len {limit}" if split == "train" else "drop them from the dev set"
+                raise InputError(f"{data_dir / f'{split}.{side}.txt'}:{over[0] + 1}: {lengths[over[0]]} pieces, more "
+                                 f"than model.max_positions-1={limit} ({over.size} such lines); raise "
+                                 f"model.max_positions, or {remedy}")
+
+
 def build_for_data(cfg: ExperimentConfig, meta: DataMeta) -> BuiltModel:
     """Build the model ``cfg.model`` describes for the vocabularies of ``meta``."""
     return build_model(cfg.model, meta.src_vocab_size, meta.tgt_vocab_size, meta.joint_vocab)
@@ -148,6 +195,8 @@ def train(cfg: ExperimentConfig, run_dir: str | Path) -> Progress:
     dirs = data_dirs(cfg.data)
     metas = shard_metas(dirs)
     data_dir, meta = dirs[0], metas[0]
+    check_run_vocabulary(run_dir, data_dir, meta)
+    check_positions(cfg, dirs, meta)
     if cfg.train.threads > 0:
         torch.set_num_threads(cfg.train.threads)
     main_process = int(os.environ.get("RANK", "0")) == 0  # under torchrun only rank 0 writes files and logs

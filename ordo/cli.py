@@ -150,7 +150,7 @@ def _add_demo(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", default="demo_run")
     p.add_argument("--minutes", type=float, default=0.0, help="optional cap on training minutes (0: none)")
     p.add_argument("--seed", type=int, default=1)
-    p.add_argument("--train-size", type=int, default=20000)
+    p.add_argument("--train-size", type=_positive_int, default=20000, help="synthetic training pairs")
 
 
 def _add_analyze(sub: argparse._SubParsersAction) -> None:

@@ -67,6 +67,11 @@ class ModelConfig:
 
     def __post_init__(self) -> None:
         check_choices(self, "model")
+        _at_least(self, "model", d_model=1, embed_dim=0, ffn_dim=1, heads=1, encoder_layers=0, decoder_layers=0,
+                  dropout=0, attention_dropout=0, activation_dropout=0, max_positions=2)
+        _below(self, "model", dropout=1, attention_dropout=1, activation_dropout=1)
+        if self.family == "transformer" and self.d_model % self.heads:
+            raise ConfigError(f"model.heads: d_model {self.d_model} does not split into {self.heads} heads")
         self.methods = {name: method_options(name, section) for name, section in self.methods.items()}
 
 
@@ -131,7 +136,13 @@ class TrainConfig:
             raise ConfigError(f"train.target_bucket: a width >= 1 with train.batch_by: target, or 0; "
                               f"got {self.target_bucket} with batch_by {self.batch_by}")
         _at_least(self, "train", max_tokens=1, update_freq=1, valid_every=1, keep_last=1, log_every=1, valid_beam=1,
-                  pad_multiple=0)
+                  pad_multiple=0, seed=0, max_steps=0, max_epochs=0, max_minutes=0, warmup_steps=0, warmup_init_lr=0,
+                  adam_eps=0, weight_decay=0, clip_norm=0, label_smoothing=0, valid_max_sentences=0, patience=0,
+                  threads=0, lr=0)
+        _below(self, "train", label_smoothing=1)
+        for index, beta in enumerate(self.adam_betas):
+            if not 0 <= beta < 1:
+                raise ConfigError(f"train.adam_betas[{index}]: {beta} is not in [0, 1)")
 
 
 @dataclass
@@ -196,11 +207,18 @@ def _unknown_key(key: str, known: list[str], where: str) -> ConfigError:
     return ConfigError(f"{_join(where, key)}: unknown key{hint}")
 
 
-def _at_least(config: Any, section: str, **minimum: int) -> None:
+def _at_least(config: Any, section: str, **minimum: float) -> None:
     """Raise a ConfigError naming ``section.field`` for a numeric field under its minimum."""
     for name, low in minimum.items():
         if getattr(config, name) < low:
             raise ConfigError(f"{section}.{name}: {getattr(config, name)} is below its minimum {low}")
+
+
+def _below(config: Any, section: str, **bound: float) -> None:
+    """Raise a ConfigError naming ``section.field`` for a numeric field not below its (excluded) upper bound."""
+    for name, high in bound.items():
+        if getattr(config, name) >= high:
+            raise ConfigError(f"{section}.{name}: {getattr(config, name)} must be below {high}")
 
 
 def replace_checked(config: T, where: str, **changes: Any) -> T:

@@ -46,6 +46,9 @@ def run_demo(out: Path, minutes: float = 0.0, seed: int = 1, train_size: int = 2
     """
     api.setup_logging()
     started = time.perf_counter()
+    raw = demo_config(out / "data", seed, max_steps)
+    raw["train"]["max_minutes"] = minutes
+    cfg = build_config(raw, "demo")  # a bad setting stops the demo before anything is written
     splits = write_corpus(out / "text", {"train": train_size, "valid": 300, "test": 300}, seed)
     prep = PrepareConfig(
         train_src=str(splits["train"][0]), train_tgt=str(splits["train"][1]),
@@ -53,9 +56,6 @@ def run_demo(out: Path, minutes: float = 0.0, seed: int = 1, train_size: int = 2
         out=str(out / "data"), src_lang="svo", tgt_lang="sov", vocab_size=200, seed=seed,
     )
     prepare(prep, progress=False)
-    raw = demo_config(out / "data", seed, max_steps)
-    raw["train"]["max_minutes"] = minutes
-    cfg = build_config(raw, "demo")
     api.train(cfg, out / "run")
     run = api.load_run(out / "run", "best", device="cpu")
     sources = read_lines(splits["test"][0])

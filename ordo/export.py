@@ -11,6 +11,9 @@ the plain baseline exports.
 
 from __future__ import annotations
 
+import shutil
+import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +21,7 @@ import numpy as np
 import torch
 
 from ordo.api import LoadedRun, load_run
-from ordo.errors import ConfigError, OrdoError
+from ordo.errors import ConfigError, InputError, OrdoError
 from ordo.models.attention import CrossAttention, SelfAttention
 from ordo.models.transformer import FeedForward, Residual, TransformerModel
 
@@ -104,17 +107,53 @@ def ctranslate2_spec(run: LoadedRun) -> Any:
     return spec
 
 
+def check_output_dir(out: Path) -> None:
+    """Refuse an ``--out`` that the export would destroy: a file, or a folder that holds something other than a
+    CTranslate2 model (a run directory given by mistake, say), which it would replace whole.
+
+    Raises:
+        InputError: naming ``out``.
+    """
+    if out.exists() and not out.is_dir():
+        raise InputError(f"{out}: is a file, not a directory for the CTranslate2 model")
+    if out.is_dir() and any(out.iterdir()) and not (out / "model.bin").is_file():
+        raise InputError(f"{out}: a folder that is not a CTranslate2 model (no model.bin) would be replaced whole; "
+                         "name a new directory or an earlier export")
+
+
+def write_directory(out: Path, write: Callable[[Path], None]) -> None:
+    """Let ``write`` fill a new folder beside ``out``, then put it in place of ``out``: an export that fails or is
+    interrupted leaves the earlier one (if any) as it was, and no half-written folder."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    new = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
+    old = new.with_suffix(".old")
+    try:
+        write(new)
+        if out.exists():
+            out.rename(old)
+        new.rename(out)
+    finally:
+        shutil.rmtree(new, ignore_errors=True)
+        shutil.rmtree(old, ignore_errors=True)
+
+
 def export_ctranslate2(run_dir: str | Path, out: str | Path, checkpoint: str = "best",
                        quantization: str | None = None) -> Path:
     """Write ``run_dir``'s model (``checkpoint``) as a CTranslate2 model directory ``out``.
 
+    The model is written beside ``out`` and put in its place when complete (:func:`write_directory`); an
+    existing ``out`` must be an earlier export or empty (:func:`check_output_dir`).
+
     Raises:
-        OrdoError: when the ``ctranslate2`` package is missing; ConfigError for a model that cannot export.
+        OrdoError: when the ``ctranslate2`` package is missing; ConfigError for a model that cannot export;
+            InputError for an ``out`` that is not a CTranslate2 model directory.
     """
     try:
         from ctranslate2.converters.converter import Converter
     except ImportError:
         raise OrdoError("export --format ctranslate2 needs the ctranslate2 package: pip install ctranslate2") from None
+    out = Path(out)
+    check_output_dir(out)
     run = load_run(run_dir, checkpoint, "cpu")
     check_exportable(run)
 
@@ -122,5 +161,5 @@ def export_ctranslate2(run_dir: str | Path, out: str | Path, checkpoint: str = "
         def _load(self) -> Any:
             return ctranslate2_spec(run)
 
-    RunConverter().convert(str(out), quantization=quantization, force=True)
-    return Path(out)
+    write_directory(out, lambda folder: RunConverter().convert(str(folder), quantization=quantization, force=True))
+    return out

@@ -143,8 +143,8 @@ def prepare(cfg: PrepareConfig, progress: bool = True) -> DataMeta:
         _encode_split(name, pairs, SourceEncoder(src_vocab, lattice), files[0], tgt_vocab, out, cfg, stats[name],
                       progress)
     if stats["train"].kept == 0:
-        raise InputError(f"{cfg.train_src}: every pair was dropped by the length filters (see max_len, min_len, "
-                         "max_words)")
+        filters = "max_len, min_len, max_words" + (", lattice.max_edges" if lattice is not None else "")
+        raise InputError(f"{cfg.train_src}: every pair was dropped by the length filters (see {filters})")
     meta = DataMeta(
         src_lang=cfg.src_lang, tgt_lang=cfg.tgt_lang, joint_vocab=src_vocab is tgt_vocab,
         src_vocab=str(src_vocab.path.relative_to(out)), tgt_vocab=str(tgt_vocab.path.relative_to(out)),
@@ -209,12 +209,14 @@ def check_config(cfg: PrepareConfig) -> None:
         raise ConfigError(f"prepare: vocab_size {cfg.vocab_size} leaves no room beside the 4 special pieces")
     if not 0.0 < cfg.character_coverage <= 1.0:
         raise ConfigError(f"prepare: character_coverage must be in (0, 1], not {cfg.character_coverage}")
-    if cfg.min_len < 0 or 0 < cfg.max_len < cfg.min_len:
+    if Path(cfg.out).exists() and not Path(cfg.out).is_dir():
+        raise ConfigError(f"prepare: out {cfg.out} is a file, not a directory")
+    if cfg.min_len < 0 or cfg.max_len < 0 or 0 < cfg.max_len < cfg.min_len:
         raise ConfigError(f"prepare: need 0 <= min_len <= max_len, got {cfg.min_len} and {cfg.max_len}")
     if cfg.spm_input_sentence_size < 0 or 0 < cfg.spm_input_sentence_size <= 100:
         raise ConfigError(f"prepare: spm_input_sentence_size must be over 100 (SentencePiece's minimum), or 0 for "
                           f"every sentence, not {cfg.spm_input_sentence_size}")
-    if 0 < cfg.max_len_ratio < 1:
+    if cfg.max_len_ratio < 0 or 0 < cfg.max_len_ratio < 1:
         raise ConfigError(f"prepare: max_len_ratio must be >= 1 (or 0 for no limit), not {cfg.max_len_ratio}")
     if cfg.max_words < 0:
         raise ConfigError(f"prepare: max_words must be >= 0 (0: no limit), not {cfg.max_words}")

@@ -36,3 +36,22 @@ def test_a_model_with_a_method_does_not_export(train_tiny, tmp_path, capsys):
     assert main(["export", "--model", str(tmp_path / "re"), "--format", "ctranslate2", "--out", str(tmp_path / "o"),
                  "--checkpoint", "last"]) == 2
     assert "methods change the network" in capsys.readouterr().err
+
+
+def test_an_out_folder_that_is_not_an_export_is_refused_and_an_export_is_replaced(trained_run, tmp_path, capsys):
+    """Before, CTranslate2's converter (force=True) deleted ``--out`` whole: ``--out RUN_DIR`` took the run's
+    checkpoints with it."""
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    (folder / "notes.txt").write_text("mine\n")
+    export = ["export", "--model", str(trained_run), "--format", "ctranslate2", "--checkpoint", "last", "--out"]
+    assert main([*export, str(folder)]) == 2
+    assert f"{folder}: a folder that is not a CTranslate2 model" in capsys.readouterr().err
+    assert (folder / "notes.txt").read_text() == "mine\n"
+    assert main([*export, str(trained_run)]) == 2
+    assert (trained_run / "checkpoints").is_dir()
+    out = tmp_path / "ct2"
+    assert main([*export, str(out)]) == 0
+    assert main([*export, str(out), "--quantization", "int8"]) == 0
+    assert (out / "model.bin").is_file()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ct2", "notes"]  # no temporary folder left

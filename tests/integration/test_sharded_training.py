@@ -61,6 +61,23 @@ def test_a_shard_with_another_vocabulary_is_refused_naming_it(sharded_data, tiny
     assert not (tmp_path / "run" / "checkpoints").exists()
 
 
+def test_a_run_with_checkpoints_is_not_resumed_on_data_of_another_vocabulary(sharded_data, tiny_config, tmp_path):
+    """Before, the run's vocab/ was replaced by the other data's and the resume failed on the embedding shapes
+    (or, at equal sizes, went on with the wrong pieces), leaving the run translating with the wrong vocabulary."""
+    text = sharded_data[1] / "train"
+    other = tmp_path / "other"
+    prepare(PrepareConfig(train_src=f"{text}.src.txt", train_tgt=f"{text}.tgt.txt", out=str(other), vocab_size=150),
+            progress=False)
+    run = tmp_path / "run"
+    api.train(tiny_config(sharded_data[0], "train.max_steps=1"), run)
+    vocab = (run / "vocab" / "src.model").read_bytes()
+    with pytest.raises(InputError, match=f"{re.escape(str(other))}: its vocabulary differs from the one run "
+                                         f"{re.escape(str(run))} was trained with"):
+        api.train(api.run_config(run, {"data": str(other), "train": {"max_steps": 2}}), run)
+    assert (run / "vocab" / "src.model").read_bytes() == vocab
+    api.train(api.run_config(run, {"data": shards_setting(sharded_data[:2]), "train": {"max_steps": 2}}), run)
+
+
 def test_a_run_stopped_part_way_through_the_second_shard_resumes_to_the_same_parameters(sharded_data, tiny_config,
                                                                                          tmp_path):
     common = ["train.valid_every=100", "model.dropout=0.3", "train.seed=5"]

@@ -11,7 +11,7 @@ import torch
 from ordo import api
 from ordo.checkpoint import load_checkpoint, step_checkpoints
 from ordo.config import load_config
-from ordo.data.corpus import DataMeta
+from ordo.data.corpus import DataMeta, TokenArray
 from ordo.errors import CheckpointError, ConfigError, InputError
 from ordo.losses import AuxLoss
 from ordo.methods import METHODS, Method
@@ -127,6 +127,29 @@ def test_corrupt_checkpoint_is_a_clear_error(small_data, tmp_path):
     path.write_bytes(path.read_bytes()[:100])
     with pytest.raises(CheckpointError, match="step_2.pt: cannot read checkpoint"):
         api.load_run(tmp_path / "run", "last")
+
+
+def test_a_dev_line_too_long_for_the_position_table_is_refused_before_training(small_data, tmp_path):
+    """Before, ``ordo prepare`` kept the over-long dev pair and training failed at its first validation with a
+    traceback from the position table."""
+    from ordo.data.prepare import PrepareConfig, prepare
+
+    valid = tmp_path / "valid.src"
+    long_line = " ".join(["word"] * 200)
+    valid.write_text((small_data / "valid.src.txt").read_text(encoding="utf-8") + long_line + "\n", encoding="utf-8")
+    target = tmp_path / "valid.tgt"
+    target.write_text((small_data / "valid.tgt.txt").read_text(encoding="utf-8") + "word\n", encoding="utf-8")
+    data = tmp_path / "data"
+    prepare(PrepareConfig(train_src=str(small_data / "train.src.txt"), train_tgt=str(small_data / "train.tgt.txt"),
+                          valid_src=str(valid), valid_tgt=str(target), out=str(data), vocab_from=str(small_data),
+                          max_len=30), progress=False)
+    lengths = [TokenArray.open(data / name).lengths for name in ("train.src", "train.tgt", "valid.src", "valid.tgt")]
+    limit = max(int(array[:-1].max()) if index == 2 else int(array.max()) for index, array in enumerate(lengths))
+    line = len(lengths[2])
+    with pytest.raises(InputError, match=rf"valid\.src\.txt:{line}: \d+ pieces, more than model\.max_positions-1="
+                                         rf"{limit} \(1 such lines\); raise model\.max_positions, or drop them"):
+        api.train(config(data, f"model.max_positions={limit + 1}", "train.max_steps=1"), tmp_path / "run")
+    assert not (tmp_path / "run" / "checkpoints").exists()
 
 
 def test_early_stopping_after_patience_validations_without_improvement(small_data, tmp_path):

@@ -120,6 +120,30 @@ def test_a_negative_output_length_factor_is_refused_rather_than_giving_empty_tra
     assert replace_checked(DecodeConfig(), "decode", max_len_a=0.0).max_len_a == 0.0
 
 
+@pytest.mark.parametrize(("override", "message"), [
+    ("model.d_model=0", "model.d_model: 0 is below its minimum 1"),
+    ("model.heads=0", "model.heads: 0 is below its minimum 1"),
+    ("model.d_model=33", "model.heads: d_model 33 does not split into 4 heads"),
+    ("model.dropout=1.5", "model.dropout: 1.5 must be below 1"),
+    ("model.dropout=-0.1", "model.dropout: -0.1 is below its minimum 0"),
+    ("model.max_positions=0", "model.max_positions: 0 is below its minimum 2"),
+    ("train.lr=-1", "train.lr: -1.0 is below its minimum 0"),
+    ("train.max_steps=-5", "train.max_steps: -5 is below its minimum 0"),
+    ("train.max_minutes=-1", "train.max_minutes: -1.0 is below its minimum 0"),
+    ("train.label_smoothing=1.5", "train.label_smoothing: 1.5 must be below 1"),
+    ("train.seed=-1", "train.seed: -1 is below its minimum 0"),
+    ("train.adam_betas=[1.5, 0.98]", r"train.adam_betas\[0\]: 1.5 is not in \[0, 1\)"),
+])
+def test_an_out_of_range_setting_is_refused_when_the_config_is_built(override, message):
+    """Each of these trained silently (a negative max_steps or lr), or failed later with a traceback."""
+    with pytest.raises(ConfigError, match=f"--set: {message}"):
+        load_config(None, [override])
+
+
+def test_heads_need_not_divide_the_width_of_an_rnn():
+    assert load_config(None, ["model.preset=rnn-tiny", "model.d_model=30"]).model.d_model == 30
+
+
 def test_numbers_in_a_yaml_file_work_as_users_write_them(tmp_path):
     path = tmp_path / "exp.yaml"
     path.write_text("train:\n  lr: 1e-3\n  adam_eps: 1E-8\n  warmup_steps: 400\n")

@@ -221,11 +221,27 @@ def test_rerun_replaces_previous_outputs(tiny_corpus, tmp_path):
     "changes",
     [{"train_src": ""}, {"valid_tgt": ""}, {"model_type": "wordpiece"}, {"empty_lines": "ignore"},
      {"max_len": 5, "min_len": 6}, {"max_len_ratio": 0.5}, {"spm_input_sentence_size": 100},
-     {"spm_input_sentence_size": -1}],
+     {"spm_input_sentence_size": -1}, {"max_len": -1}, {"max_len_ratio": -1.0}],
 )
 def test_bad_settings(tiny_corpus, tmp_path, changes):
     with pytest.raises(ConfigError):
         prepare(config(tiny_corpus, tmp_path / "data", **changes), progress=False)
+
+
+def test_an_out_that_is_a_file_is_refused_by_name(tiny_corpus, tmp_path):
+    """Before, a traceback from mkdir (FileExistsError)."""
+    out = tmp_path / "data"
+    out.write_text("not a folder\n")
+    with pytest.raises(ConfigError, match=f"out {out} is a file, not a directory"):
+        prepare(config(tiny_corpus, out), progress=False)
+
+
+def test_a_lattice_filter_that_drops_every_pair_is_named(tiny_corpus, tmp_path):
+    """Before, the error blamed max_len, min_len and max_words alone."""
+    section = LatticeConfig(segmenters=["spm:40"], max_edges=1)
+    with pytest.raises(InputError, match=r"every pair was dropped by the length filters \(see max_len, min_len, "
+                                         r"max_words, lattice\.max_edges\)"):
+        prepare(config(tiny_corpus, tmp_path / "data", lattice=section), progress=False)
 
 
 def test_sentencepiece_vocab_size_bounds(tiny_corpus, tmp_path):
