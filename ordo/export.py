@@ -131,7 +131,12 @@ def write_directory(out: Path, write: Callable[[Path], None]) -> None:
         write(new)
         if out.exists():
             out.rename(old)
-        new.rename(out)
+        try:
+            new.rename(out)
+        except OSError:
+            if old.exists():
+                old.rename(out)
+            raise
     finally:
         shutil.rmtree(new, ignore_errors=True)
         shutil.rmtree(old, ignore_errors=True)
