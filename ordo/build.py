@@ -27,7 +27,28 @@ class BuiltModel:
 
 def _check(cfg: ModelConfig, joint_vocab: bool) -> None:
     if cfg.share_embeddings == "all" and not joint_vocab:
-        raise ConfigError("model.share_embeddings=all needs a joint vocabulary (prepare with joint_vocab: true)")
+        raise ConfigError("model.share_embeddings=all needs a joint vocabulary: set model.share_embeddings=decoder "
+                          "(or none), or prepare with joint_vocab: true (a lattice corpus never has one)")
+
+
+LAYER_COUNTS = {"encoder_layer": "encoder_layers", "decoder_layer": "decoder_layers"}  # slot -> its count's key
+
+
+def _check_claims(slots: Slots) -> None:
+    """Refuse a method that replaces a sub-block the model is not built from, which would leave the method
+    silently off (or its loss without its input): the attention RNN is built from the ``rnn_attention`` slot
+    alone, the Transformer from every other slot, and a stack of no layers has no layer to replace.
+
+    Raises:
+        ConfigError: naming the method, the slot and the family or the layer count.
+    """
+    for slot, method in slots.claims.items():
+        if (slot == "rnn_attention") != (slots.cfg.family == "rnn"):
+            raise ConfigError(f"model.methods.{method}: replaces the {slot} sub-block, which the {slots.cfg.family} "
+                              f"family has not got")
+        if slot in LAYER_COUNTS and getattr(slots.cfg, LAYER_COUNTS[slot]) == 0:
+            raise ConfigError(f"model.methods.{method}: replaces every {slot} sub-block, and "
+                              f"model.{LAYER_COUNTS[slot]} is 0")
 
 
 def assemble_transformer(slots: Slots, src_vocab_size: int, tgt_vocab_size: int) -> nn.Module:
@@ -80,8 +101,8 @@ def build_model(cfg: ModelConfig, src_vocab_size: int, tgt_vocab_size: int, join
     The methods' options were checked when ``cfg`` was built (:func:`ordo.config.method_options`).
 
     Raises:
-        ConfigError: a method that does not fit the model (its family, its norm), or two methods claiming one
-            sub-block.
+        ConfigError: a method that does not fit the model (its family, its norm, a stack of no layers), or two
+            methods claiming one sub-block.
     """
     _check(cfg, joint_vocab)
     slots = Slots(cfg)
@@ -92,6 +113,7 @@ def build_model(cfg: ModelConfig, src_vocab_size: int, tgt_vocab_size: int, join
         method.apply(slots, options)
         losses += method.losses(options)
         fields += method.fields
+    _check_claims(slots)
     assemble = assemble_rnn if cfg.family == "rnn" else assemble_transformer
     model = assemble(slots, src_vocab_size, tgt_vocab_size)
     return BuiltModel(model, losses, tuple(fields))

@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import socket
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -137,8 +138,8 @@ def _add_evaluate(sub: argparse._SubParsersAction) -> None:
                                      "(one --ref)")
     p.add_argument("--tokenized-bleu", action="store_true", help="also BLEU as multi-bleu.perl computes it")
     p.add_argument("--lowercase", action="store_true")
-    p.add_argument("--bootstrap-samples", type=int, default=1000)
-    p.add_argument("--randomization-trials", type=int, default=10000)
+    p.add_argument("--bootstrap-samples", type=_positive_int, default=1000)
+    p.add_argument("--randomization-trials", type=_positive_int, default=10000)
     p.add_argument("--ribes", action="store_true",
                    help="also RIBES (Isozaki et al. 2010, x100) on the tokens: as given with --tokenized-bleu, "
                         "else sacreBLEU's 13a tokens; with --compare, its paired bootstrap too")
@@ -242,7 +243,7 @@ def _add_alignment_verbs(sub: argparse._SubParsersAction) -> None:
     e.add_argument("--hyp", required=True, help="Pharaoh links, 0-based (as ordo align writes them)")
     e.add_argument("--gold", required=True, help="gold links: i-j sure, ipj possible; 1-based (.talp)")
     e.add_argument("--gold-zero-based", action="store_true")
-    e.add_argument("--first", type=int, default=0, help="score only the first N sentences")
+    e.add_argument("--first", type=_positive_int, help="score only the first N sentences of both files")
     r = sub.add_parser("reorder", help="write sources in target word order from alignments (paper 000 oracle)")
     r.add_argument("--src", required=True)
     r.add_argument("--align", required=True, help="Pharaoh links of --src with its targets, 0-based")
@@ -259,6 +260,14 @@ def _add_export(sub: argparse._SubParsersAction) -> None:
                    help="store the weights quantized (default: float32)")
 
 
+def _port(text: str) -> int:
+    """An argparse type: a TCP port, 1 to 65535."""
+    value = _positive_int(text)
+    if value > 65535:
+        raise argparse.ArgumentTypeError(f"{value} is above its maximum 65535")
+    return value
+
+
 def _add_serve(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("serve", help="a translation server (JSON API) with a web page that shows word order")
     p.add_argument("--model", action="append", required=True, metavar="[NAME=]RUN",
@@ -266,7 +275,7 @@ def _add_serve(sub: argparse._SubParsersAction) -> None:
                         "first is the default model")
     p.add_argument("--checkpoint", default="best", help="best | last | averaged | a path (for every model)")
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default loopback; another is your choice)")
-    p.add_argument("--port", type=int, default=8080)
+    p.add_argument("--port", type=_port, default=8080)
     p.add_argument("--device", default="auto")
     p.add_argument("--int8", action="store_true", help="dynamic int8 quantization of the projections (CPU only)")
     p.add_argument("--max-batch-sentences", type=int, default=64, help="most sentences per request (413 beyond)")
@@ -577,6 +586,9 @@ def run_align(args: argparse.Namespace) -> None:
 
         sources, targets = read_hyp_ref(args.src, args.tgt)
         run = api.load_run(args.model, args.checkpoint, args.device)
+        if run.lattice is not None:
+            raise ConfigError(f"{args.model}: a lattice run's attention is over lattice edges, not the source's "
+                              "words, so it gives no word links; align with --aligner instead")
         with atomic_write(args.out) as handle:
             handle.writelines(format_links(links) + "\n" for links in align_with_model(run, sources, targets))
         print(f"{len(sources)} alignments from {args.model}'s attention -> {args.out}")
@@ -586,34 +598,25 @@ def run_align(args: argparse.Namespace) -> None:
 
 def run_evaluate_alignment(args: argparse.Namespace) -> None:
     """``ordo evaluate-alignment``: AER (Och & Ney 2003) of --hyp against --gold."""
-    from itertools import islice
+    from ordo.evaluation.aer import score_alignment_files
 
-    from ordo.data.alignment.links import read_links
-    from ordo.evaluation.aer import alignment_error_rate
-
-    golds = list(read_links(args.gold, one_based=not args.gold_zero_based))
-    if args.first:
-        golds = golds[: args.first]
-    hyps = [links.sure for links in islice(read_links(args.hyp), len(golds))]
-    result = alignment_error_rate(hyps, golds)
+    result = score_alignment_files(args.hyp, args.gold, not args.gold_zero_based, args.first)
     print(f"AER {100 * result.aer:.2f}  precision {100 * result.precision:.2f}  recall {100 * result.recall:.2f}"
           f"  ({result.sentences} sentences)")
 
 
 def run_reorder(args: argparse.Namespace) -> None:
     """``ordo reorder``: each source line with its words moved to their target-order slots."""
-    from ordo.data.alignment.links import check_range, read_links, split_words
+    from ordo.data.alignment.links import check_range, paired_lines, read_links, split_words
     from ordo.data.alignment.target_order import reorder_words, target_order
     from ordo.data.textio import atomic_write, iter_lines
 
     with atomic_write(args.out) as handle:
-        lines, alignments = iter_lines(args.src), read_links(args.align)
-        for (number, text), links in zip(lines, alignments):
+        pairs = paired_lines(iter_lines(args.src), read_links(args.align), (args.src, args.align))
+        for (number, text), links in pairs:
             words = split_words(text)
             check_range(links.sure, len(words), None, f"{args.align}:{number}")
             handle.write(" ".join(reorder_words(words, target_order(len(words), links.sure))) + "\n")
-        if next(lines, None) is not None or next(alignments, None) is not None:
-            raise InputError(f"{args.src} and {args.align} have different numbers of lines")
 
 
 def run_export(args: argparse.Namespace) -> None:
@@ -628,12 +631,35 @@ def _served_runs(specs: list[str]) -> list[tuple[str, Path]]:
     named = []
     for spec in specs:
         name, sep, run = spec.partition("=")
-        named.append((name, Path(run)) if sep and name else (Path(spec).name or spec, Path(spec)))
+        if sep and not (name and run):
+            raise ConfigError(f"--model {spec}: expected RUN or NAME=RUN")
+        named.append((name, Path(run)) if sep else (Path(spec).name or spec, Path(spec)))
     names = [name for name, _ in named]
     twice = sorted({name for name in names if names.count(name) > 1})
     if twice:
         raise ConfigError(f"--model: the name {twice[0]!r} is given twice (use NAME=RUN)")
     return named
+
+
+def _listening_socket(host: str, port: int) -> socket.socket:
+    """A TCP socket bound to ``host``:``port`` for uvicorn, bound before the models load so that an address in use
+    is an error at once.
+
+    Raises:
+        ConfigError: naming the address when it cannot be bound (in use, not this machine's, not permitted).
+    """
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+        listener = socket.socket(family, kind, proto)
+    except OSError as err:
+        raise ConfigError(f"{host}:{port}: cannot listen ({err.strerror or err})") from None
+    try:
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind(address)
+    except OSError as err:
+        listener.close()
+        raise ConfigError(f"{host}:{port}: cannot listen ({err.strerror or err})") from None
+    return listener
 
 
 def run_serve(args: argparse.Namespace) -> None:
@@ -651,16 +677,21 @@ def run_serve(args: argparse.Namespace) -> None:
                         ("--max-queue-sentences", args.max_queue_sentences), ("--timeout", args.timeout)):
         if value <= 0:
             raise ConfigError(f"{flag}: {value} must be positive")
-    api.setup_logging()
-    runs = {name: api.load_run(run, args.checkpoint, args.device, int8=args.int8)
-            for name, run in _served_runs(args.model)}
-    limits = ServeLimits(args.max_batch_sentences, max(args.max_sentence_tokens, 0), args.timeout,
-                         args.batch_window_ms / 1000, args.batch_tokens, args.max_queue_sentences)
-    log = logging.getLogger("ordo.serve")
-    if args.host not in ("127.0.0.1", "localhost", "::1"):
-        log.warning("binding %s: the server is reachable from other machines, without authentication", args.host)
-    log.info("serving %s on http://%s:%d/ (API: /docs)", ", ".join(runs), args.host, args.port)
-    uvicorn.run(create_app(runs, limits), host=args.host, port=args.port, log_level="warning")
+    for flag, value in (("--max-sentence-tokens", args.max_sentence_tokens),
+                        ("--batch-window-ms", args.batch_window_ms)):
+        if value < 0:
+            raise ConfigError(f"{flag}: {value:g} must be 0 or more")
+    served = _served_runs(args.model)
+    with _listening_socket(args.host, args.port) as listener:
+        api.setup_logging()
+        runs = {name: api.load_run(run, args.checkpoint, args.device, int8=args.int8) for name, run in served}
+        limits = ServeLimits(args.max_batch_sentences, args.max_sentence_tokens, args.timeout,
+                             args.batch_window_ms / 1000, args.batch_tokens, args.max_queue_sentences)
+        log = logging.getLogger("ordo.serve")
+        if args.host not in ("127.0.0.1", "localhost", "::1"):
+            log.warning("binding %s: the server is reachable from other machines, without authentication", args.host)
+        log.info("serving %s on http://%s:%d/ (API: /docs)", ", ".join(runs), args.host, args.port)
+        uvicorn.Server(uvicorn.Config(create_app(runs, limits), log_level="warning")).run(sockets=[listener])
 
 
 def run_demo(args: argparse.Namespace) -> None:

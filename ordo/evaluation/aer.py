@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from pathlib import Path
 
-from ordo.data.alignment.links import Link, SentenceLinks
+from ordo.data.alignment.links import Link, SentenceLinks, read_links
 from ordo.errors import InputError
 
 
@@ -46,3 +47,27 @@ def alignment_error_rate(hypotheses: Iterable[set[Link]], golds: Iterable[Senten
     aer = 1.0 - (hit_sure + hit_possible) / (hyp_total + sure_total)
     precision = hit_possible / hyp_total if hyp_total else 0.0
     return AERResult(aer, precision, hit_sure / sure_total, sentences)
+
+
+def score_alignment_files(hyp_path: str | Path, gold_path: str | Path, gold_one_based: bool = True,
+                          first: int | None = None) -> AERResult:
+    """:func:`alignment_error_rate` of the 0-based Pharaoh links of ``hyp_path`` against the gold links of
+    ``gold_path``, line by line: all lines, or the first ``first`` of each file.
+
+    Raises:
+        InputError: naming the files when their line counts differ (with ``first``: when either has fewer than
+            ``first`` lines), a link is malformed, or the gold links scored have no sure link.
+    """
+    hyps = [links.sure for links in read_links(hyp_path)]
+    golds = list(read_links(gold_path, one_based=gold_one_based))
+    if first is not None:
+        for path, lines in ((hyp_path, hyps), (gold_path, golds)):
+            if len(lines) < first:
+                raise InputError(f"{path} has {len(lines)} lines, fewer than the first {first} to score")
+        hyps, golds = hyps[:first], golds[:first]
+    elif len(hyps) != len(golds):
+        raise InputError(f"{hyp_path} has {len(hyps)} lines but {gold_path} has {len(golds)}")
+    try:
+        return alignment_error_rate(hyps, golds)
+    except InputError as err:
+        raise InputError(f"{gold_path}: {err}") from None

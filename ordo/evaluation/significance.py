@@ -188,13 +188,15 @@ def _sacrebleu_test(
     return {name: signature.format() for name, signature in signatures.items()}, results
 
 
-def _p_value(result: Result, identical: bool) -> float:
-    """System B's p-value from sacreBLEU, or 1 for two identical systems.
+def _p_value(result: Result, baseline_score: float) -> float:
+    """System B's p-value from sacreBLEU, or 1 when B's corpus score equals the baseline's.
 
-    sacreBLEU counts only resampled differences strictly larger than the observed one, so a system
-    compared with itself would get the smallest p-value there is, ``1 / (samples + 1)``.
+    sacreBLEU counts only resampled differences strictly larger than the observed one, so two outputs of the
+    same score can get the smallest p-value there is, ``1 / (samples + 1)``: a system compared with itself, or
+    two that score the same in every resample (as two without a 4-gram match do in BLEU). A difference of 0 is
+    no evidence of a difference.
     """
-    return 1.0 if identical else float(cast(float, result.p_value))
+    return 1.0 if result.score == baseline_score else float(cast(float, result.p_value))
 
 
 def paired_tests(
@@ -209,7 +211,7 @@ def paired_tests(
     """sacreBLEU's paired bootstrap resampling and approximate randomization of B against baseline A.
 
     Both tests are two-sided, as ``sacrebleu --paired-bs`` and ``--paired-ar`` report them. Two
-    identical systems get p = 1 from both.
+    systems with the same corpus score (identical ones, say) get p = 1 from both.
 
     Args:
         hyps_a: baseline outputs (detokenized).
@@ -228,7 +230,6 @@ def paired_tests(
             samples is below 1.
     """
     _check_pair(hyps_a, hyps_b, refs)
-    identical = list(hyps_a) == list(hyps_b)
     bs_signatures, bootstrap = _sacrebleu_test(hyps_a, hyps_b, refs, "bs", bootstrap_samples, metrics, lowercase)
     ar_signatures, randomization = _sacrebleu_test(hyps_a, hyps_b, refs, "ar", randomization_trials, metrics,
                                                    lowercase)
@@ -238,8 +239,8 @@ def paired_tests(
             metric=name, score_a=float(result_a.score), score_b=float(result_b.score),
             mean_a=float(cast(float, result_a.mean)), ci_a=float(cast(float, result_a.ci)),
             mean_b=float(cast(float, result_b.mean)), ci_b=float(cast(float, result_b.ci)),
-            bootstrap_p=_p_value(result_b, identical),
-            randomization_p=_p_value(randomization[name][1], identical),
+            bootstrap_p=_p_value(result_b, result_a.score),
+            randomization_p=_p_value(randomization[name][1], result_a.score),
             bootstrap_signature=bs_signatures[name], randomization_signature=ar_signatures[name],
         ))
     return comparisons
@@ -250,14 +251,14 @@ def bleu_bootstrap_p(
     lowercase: bool = False,
 ) -> float:
     """Two-sided p-value of sacreBLEU's paired bootstrap resampling of the BLEU difference of A and B
-    (1 for identical systems), without the other tests of :func:`paired_tests`.
+    (1 for two of the same BLEU), without the other tests of :func:`paired_tests`.
 
     Raises:
         InputError: when the lists differ in length or are empty, or ``num_samples < 1``.
     """
     _check_pair(hyps_a, hyps_b, refs)
     _, results = _sacrebleu_test(hyps_a, hyps_b, refs, "bs", num_samples, ["bleu"], lowercase)
-    return _p_value(results["BLEU"][1], list(hyps_a) == list(hyps_b))
+    return _p_value(results["BLEU"][1], results["BLEU"][0].score)
 
 
 def paired_bootstrap_mean(scores_a: Sequence[float], scores_b: Sequence[float], num_samples: int = 1000,

@@ -27,7 +27,7 @@ import torch.nn.functional as F
 from ordo.choices import check_choices
 from ordo.errors import ConfigError
 from ordo.gemm import Linear
-from ordo.methods.registry import Method, register_method
+from ordo.methods.registry import Method, check_reach, register_method
 from ordo.models.outputs import DecoderState, EncoderOutput
 from ordo.models.rnn import MLPAttention
 from ordo.models.slots import Slots
@@ -113,6 +113,7 @@ def apply_distortion(slots: Slots, cfg: DistortionConfig) -> None:
     """Replace RNNsearch*'s attention with :class:`DistortionAttention`."""
     if slots.cfg.family != "rnn":
         raise ConfigError("model.methods.distortion: the distortion models apply to the rnn family (RNNsearch*)")
+    check_reach(slots, "model.methods.distortion.window", cfg.window)
     hidden, embed = slots.cfg.d_model, slots.cfg.embed_dim or slots.cfg.d_model
     context_dim = {"source": 2 * hidden, "target": embed, "hidden": hidden}[cfg.context]
     slots.claim(

@@ -42,7 +42,7 @@ from ordo.data.batch import Batch
 from ordo.errors import ConfigError
 from ordo.gemm import Linear
 from ordo.losses import AuxLoss
-from ordo.methods.registry import Method, register_method
+from ordo.methods.registry import Method, check_reach, register_method
 from ordo.models.embeddings import SinusoidalPositions, sinusoidal_table
 from ordo.models.outputs import EncoderOutput, Seq2SeqOutput
 from ordo.models.slots import Slots
@@ -62,8 +62,10 @@ class ExGREConfig:
     hard_window: bool = True  # only positions within ±D of b (paper §4.1); false: all of 1..J (paper Eq. 6)
 
     def __post_init__(self) -> None:
-        if self.window <= 0:
-            raise ConfigError(f"{self.section}.window: expected a positive window, got {self.window}")
+        if not 0 < self.window < math.inf:
+            raise ConfigError(f"{self.section}.window: expected a positive finite window, got {self.window}")
+        if not 0 <= self.weight < math.inf:
+            raise ConfigError(f"{self.section}.weight: expected a finite λ >= 0, got {self.weight}")
 
 
 @dataclass
@@ -197,6 +199,7 @@ class ReorderingLoss:
 def _claim_reordering_layers(slots: Slots, cfg: ExGREConfig, name: str) -> None:
     if slots.cfg.family != "transformer":
         raise ConfigError(f"model.methods.{name}: implemented for the Transformer family only")
+    check_reach(slots, f"model.methods.{name}.window", cfg.window)
     dim = slots.cfg.d_model
     table = SinusoidalPositions(slots.cfg.max_positions, dim)
     slots.claim(

@@ -24,6 +24,7 @@ so reordering the beam reorders F's inputs with it.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from functools import partial
 from typing import Literal
@@ -59,6 +60,8 @@ class FutureCostConfig:
 
     def __post_init__(self) -> None:
         check_choices(self, "model.methods.future_cost")
+        if not 0 <= self.weight < math.inf:
+            raise ConfigError(f"model.methods.future_cost.weight: expected a finite λ >= 0, got {self.weight}")
         if not 0.0 < self.sample_fraction <= 1.0:
             raise ConfigError(f"model.methods.future_cost.sample_fraction: expected a share in (0, 1], got "
                               f"{self.sample_fraction}")

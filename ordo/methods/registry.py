@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, cast
 
 from ordo.config import METHODS as REGISTERED
+from ordo.errors import ConfigError
 from ordo.losses import AuxLoss
 from ordo.models.slots import Slots
 
@@ -42,6 +43,18 @@ class Method:
 
 
 METHODS = cast("dict[str, Method]", REGISTERED)  # the same mapping, holding whole methods
+
+
+def check_reach(slots: Slots, key: str, reach: float) -> None:
+    """Refuse a distance in positions (a window, a clip) that reaches past the longest sequence the model takes
+    (``model.max_positions``): every sentence lies inside it, and the memory the method needs grows with it
+    until it fails.
+
+    Raises:
+        ConfigError: naming ``key`` and the limit.
+    """
+    if reach >= slots.cfg.max_positions:
+        raise ConfigError(f"{key}: {reach} must be below model.max_positions={slots.cfg.max_positions}")
 
 
 def register_method(method: Method) -> Method:

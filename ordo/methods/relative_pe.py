@@ -22,7 +22,7 @@ from torch import nn
 
 from ordo.data.batch import Batch
 from ordo.errors import ConfigError
-from ordo.methods.registry import Method, register_method
+from ordo.methods.registry import Method, check_reach, register_method
 from ordo.models.attention import BatchContext, RelationSelfAttention
 from ordo.models.slots import Slots
 
@@ -77,6 +77,7 @@ class RelativeSelfAttention(RelationSelfAttention):
 
 def apply_relative_pe(slots: Slots, cfg: RelativePEConfig) -> None:
     """Relation-aware self-attention with clipped relative distances in the encoder (and decoder)."""
+    check_reach(slots, "model.methods.relative_pe.clip", cfg.clip)
     model_cfg = slots.cfg
     plain_attention = slots.self_attention
 

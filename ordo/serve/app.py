@@ -7,12 +7,14 @@ file path, a shell or ``torch.load``.
 
 Refusals (every one a JSON body ``{"detail": "..."}`` naming the reason or the limit):
 400 malformed JSON or a body that is not UTF-8; 422 wrong types, an empty ``text`` list, ``n_best`` over the
-beam, references not one per sentence; 404 an unknown model; 413 too many sentences in a request or too many
-tokens in a sentence; 503 the queue is full (with ``Retry-After``); 504 not translated within the timeout.
+beam, references not one per sentence, a lone UTF-16 surrogate (a JSON escape) in a sentence, a sentence the model
+cannot encode; 404 an unknown model; 413 too many sentences in a request or too many tokens in a sentence or a
+reference; 503 the queue is full (with ``Retry-After``); 504 not translated within the timeout.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import re
 from collections.abc import AsyncIterator, Awaitable, Callable, Hashable, Mapping, Sequence
@@ -31,6 +33,7 @@ from ordo.build import count_parameters
 from ordo.data.source import SourceEncoder
 from ordo.detail import TranslationDetail, text_ribes
 from ordo.errors import OrdoError
+from ordo.evaluation.order import ribes_tokens
 from ordo.serve.batching import MicroBatcher, QueueFullError
 from ordo.serve.schemas import Health, ModelInfo, TranslateRequest, TranslateResponse, sentence_result
 
@@ -39,6 +42,7 @@ logger = logging.getLogger("ordo.serve")
 STATIC_DIR = Path(__file__).parent / "static"
 RETRY_AFTER_S = 1
 LINE_BREAKS = re.compile("[\x00-\x1f\x7f\x85\u2028\u2029]")  # control characters and line separators
+SURROGATE = re.compile("[\ud800-\udfff]")  # half of a UTF-16 pair: JSON can escape one, UTF-8 cannot hold it
 
 
 @dataclass
@@ -126,7 +130,16 @@ def check_request(request: TranslateRequest, runs: dict[str, LoadedRun], limits:
         raise Refusal(422, f"n_best: {request.n_best} hypotheses from a beam of {beam}")
     if request.references is not None and len(request.references) != len(request.text):
         raise Refusal(422, f"references: {len(request.references)} given for {len(request.text)} sentences")
+    check_characters("text", request.text)
+    check_characters("references", request.references or [])
     return name
+
+
+def check_characters(field: str, texts: Sequence[str]) -> None:
+    """Refuse (422) the first of ``texts`` that holds a lone surrogate, naming it: no tokenizer takes one."""
+    for index, text in enumerate(texts):
+        if match := SURROGATE.search(text):
+            raise Refusal(422, f"{field}[{index}]: U+{ord(match.group()):04X} is a lone surrogate, not a character")
 
 
 def validation_reason(problem: Mapping[str, Any]) -> str:
@@ -135,12 +148,22 @@ def validation_reason(problem: Mapping[str, Any]) -> str:
     return f"{where}: {problem.get('msg', 'invalid')}"
 
 
-def check_lengths(lengths: Sequence[int], limit: int) -> None:
-    """Refuse (413) the first sentence with more than ``limit`` source tokens, naming it and the limit."""
+def check_lengths(lengths: Sequence[int], limit: int, field: str = "text", unit: str = "source tokens") -> None:
+    """Refuse (413) the first sentence of ``field`` with more than ``limit`` tokens, naming it and the limit."""
     for index, length in enumerate(lengths):
         if length > limit:
-            raise Refusal(413, f"text[{index}]: {length} source tokens, more than the limit "
+            raise Refusal(413, f"{field}[{index}]: {length} {unit}, more than the limit "
                                f"max_sentence_tokens={limit}")
+
+
+def reference_lengths(references: list[str]) -> list[int]:
+    """The tokens of each reference that sentence RIBES aligns (sacreBLEU's 13a tokens)."""
+    return [len(tokens.split()) for tokens in ribes_tokens(references, tokenized=False)]
+
+
+def references_ribes(translations: list[str], references: list[str]) -> list[float]:
+    """Sentence RIBES of each translation against its reference."""
+    return [text_ribes(translation, reference) for translation, reference in zip(translations, references)]
 
 
 def create_app(runs: dict[str, LoadedRun], limits: ServeLimits | None = None) -> FastAPI:
@@ -196,8 +219,13 @@ def create_app(runs: dict[str, LoadedRun], limits: ServeLimits | None = None) ->
         """Translate ``text`` (one output per sentence) with one model; the optional parts on request."""
         name = check_request(request, runs, limits)
         texts = [one_line(text) for text in request.text]
-        lengths = source_lengths(runs[name], texts)
+        references = [one_line(reference) for reference in request.references or []]
+        try:
+            lengths = source_lengths(runs[name], texts)
+        except OrdoError as err:
+            raise Refusal(422, str(err)) from None
         check_lengths(lengths, token_limit(runs[name], limits))
+        check_lengths(reference_lengths(references), token_limit(runs[name], limits), "references", "tokens")
         detailed = request.return_attention or request.return_alignment
         key = BatchKey(name, request.beam_size, request.n_best, detailed)
         try:
@@ -209,8 +237,10 @@ def create_app(runs: dict[str, LoadedRun], limits: ServeLimits | None = None) ->
         except OrdoError as err:
             raise Refusal(422, str(err)) from None
         sentences = [sentence_result(d, request.return_attention, request.return_alignment) for d in details]
-        for index, reference in enumerate(request.references or []):
-            sentences[index].ribes = text_ribes(details[index].translation, one_line(reference))
+        if references:  # off the event loop: RIBES of long sentences takes seconds
+            scores = await asyncio.to_thread(references_ribes, [d.translation for d in details], references)
+            for sentence, score in zip(sentences, scores):
+                sentence.ribes = score
         return TranslateResponse(model=name, translations=[d.translation for d in details], sentences=sentences)
 
     @app.get("/v1/models", response_model=list[ModelInfo])

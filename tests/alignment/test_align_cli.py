@@ -60,7 +60,7 @@ def test_bad_alignment_files_are_clear_errors(corpus, tmp_path, capsys):
     short = tmp_path / "short.align"
     short.write_text("0-0\n")
     assert main(["reorder", "--src", str(corpus / "src.txt"), "--align", str(short), "--out", str(tmp_path / "o")]) == 2
-    assert "different numbers of lines" in capsys.readouterr().err
+    assert f"{corpus / 'src.txt'} has 1500 lines but {short} has 1" in capsys.readouterr().err
     bad = tmp_path / "bad.align"
     bad.write_text("0-0 99-1\n")
     one = tmp_path / "one.txt"
@@ -68,3 +68,30 @@ def test_bad_alignment_files_are_clear_errors(corpus, tmp_path, capsys):
     assert main(["reorder", "--src", str(one), "--align", str(bad), "--out", str(tmp_path / "o")]) == 2
     assert "bad.align:1: link 99-1 is outside a pair of 2 source words" in capsys.readouterr().err
     assert not (tmp_path / "o").exists()
+
+
+def test_an_alignment_file_one_line_short_is_an_error_naming_both_files(tmp_path, capsys):
+    src, align, out = tmp_path / "src.txt", tmp_path / "short.align", tmp_path / "o"
+    src.write_text("a b\nc d\n")
+    align.write_text("0-1 1-0\n")
+    assert main(["reorder", "--src", str(src), "--align", str(align), "--out", str(out)]) == 2
+    assert f"{src} has 2 lines but {align} has 1" in capsys.readouterr().err
+    assert not out.exists()
+
+
+def test_align_refuses_a_source_one_line_longer_than_its_target(tmp_path, capsys):
+    src, tgt, out = tmp_path / "src.txt", tmp_path / "tgt.txt", tmp_path / "o.align"
+    src.write_text("a b\nc d\ne\n")
+    tgt.write_text("x y\nz w\n")
+    assert main(["align", "--src", str(src), "--tgt", str(tgt), "--out", str(out)]) == 2
+    assert f"{src} has 3 lines but {tgt} has 2" in capsys.readouterr().err
+    assert not out.exists()
+
+
+def test_align_gives_no_links_to_a_pair_with_an_empty_side(tmp_path):
+    src, tgt, out = tmp_path / "src.txt", tmp_path / "tgt.txt", tmp_path / "o.align"
+    src.write_text("a b\nc d\n\ne f\n")
+    tgt.write_text("x y\n\nz\nv w\n")
+    assert main(["align", "--src", str(src), "--tgt", str(tgt), "--out", str(out)]) == 0
+    links = [line.sure for line in read_links(out)]
+    assert len(links) == 4 and links[1] == set() and links[2] == set() and links[0] and links[3]

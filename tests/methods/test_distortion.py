@@ -88,6 +88,8 @@ def test_bad_options_are_configuration_errors():
         rnn("model.methods.distortion.window=0")
     with pytest.raises(ConfigError, match="rnn family"):
         build_model(load_config(None, ["model.preset=tiny", "model.methods.distortion.window=2"]).model, 40, 40)
+    with pytest.raises(ConfigError, match="distortion.window: 20 .*model.max_positions=16"):
+        rnn("model.methods.distortion.window=20", "model.max_positions=16")
 
 
 def test_distortion_trains_and_can_start_from_a_trained_rnnsearch(train_tiny, rnn_run, small_data, tmp_path):

@@ -131,6 +131,24 @@ def test_bad_window_is_a_configuration_error():
         tiny("model.methods.exgre.window=0")
 
 
+@pytest.mark.parametrize("method", ["exgre", "refsr"])
+@pytest.mark.parametrize("setting", ["window=.inf", "window=.nan", "weight=-0.5", "weight=.nan", "weight=.inf"])
+def test_non_finite_windows_and_negative_or_non_finite_weights_are_configuration_errors(method, setting):
+    with pytest.raises(ConfigError, match=f"model.methods.{method}.{setting.split('=')[0]}: "):
+        load_config(None, [f"model.methods.{method}.{setting}"])
+
+
+@pytest.mark.parametrize("method", ["exgre", "refsr"])
+def test_a_model_without_encoder_layers_is_a_configuration_error_not_a_missing_loss_input(method):
+    with pytest.raises(ConfigError, match=f"model.methods.{method}: .*model.encoder_layers is 0"):
+        tiny(f"model.methods.{method}.weight=0.5", "model.encoder_layers=0")
+
+
+def test_a_window_beyond_the_position_table_is_a_configuration_error():
+    with pytest.raises(ConfigError, match="exgre.window: 2000.0 .*model.max_positions=1024"):
+        tiny("model.methods.exgre.window=2000")
+
+
 def test_training_without_the_field_names_what_is_missing(train_tiny):
     with pytest.raises(ConfigError, match="reorder_positions"):
         train_tiny("model.methods.exgre.weight=0.6", steps=3)

@@ -164,6 +164,12 @@ def test_a_sample_fraction_outside_zero_to_one_is_a_configuration_error(fraction
         tiny(f"model.methods.future_cost.sample_fraction={fraction}")
 
 
+@pytest.mark.parametrize("weight", ["-0.5", ".nan", ".inf"])
+def test_a_negative_or_non_finite_weight_is_a_configuration_error(weight):
+    with pytest.raises(ConfigError, match="future_cost.weight: "):
+        tiny(f"model.methods.future_cost.weight={weight}")
+
+
 def test_bad_model_number_is_a_configuration_error():
     with pytest.raises(ConfigError, match="future_cost.model: 3 is not one of 1, 2"):
         tiny("model.methods.future_cost.model=3")

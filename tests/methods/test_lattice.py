@@ -206,3 +206,21 @@ def test_translate_builds_lattices_from_raw_text_with_the_runs_segmenters(lattic
     err = capsys.readouterr().err
     assert f"{source}:2:" in err and "lattice edges, more than model.max_positions-1=1023" in err
     assert f"{source}:1:" not in err
+
+
+def test_align_with_a_lattice_runs_attention_is_refused_by_name(lattice_data, tmp_path, capsys):
+    run = tmp_path / "run"
+    train_lattice_run(lattice_data, run, 2, "model.methods.lattice_pe={}")
+    texts = tmp_path / "src.txt", tmp_path / "tgt.txt"
+    for path, side in zip(texts, ("src", "tgt")):
+        path.write_text("".join(line + "\n" for line in read_lines(lattice_data / f"valid.{side}.txt")[:3]))
+    out = tmp_path / "o.align"
+    assert main(["align", "--model", str(run), "--checkpoint", "last", "--src", str(texts[0]), "--tgt", str(texts[1]),
+                 "--out", str(out)]) == 2
+    assert f"{run}: a lattice run's attention" in capsys.readouterr().err
+    assert not out.exists()
+
+
+def test_sharing_all_embeddings_on_a_lattice_corpus_says_which_setting_works(lattice_data, tmp_path):
+    with pytest.raises(ConfigError, match="set model.share_embeddings=decoder"):
+        train_lattice_run(lattice_data, tmp_path / "run", 2, "model.share_embeddings=all")

@@ -59,6 +59,14 @@ def test_gradients_reach_relation_tables_on_both_sides():
 def test_non_positive_clip_is_a_configuration_error():
     with pytest.raises(ConfigError, match="relative_pe.clip"):
         tiny("model.methods.relative_pe.clip=0")
+    with pytest.raises(ConfigError, match="relative_pe.clip: 20 must be below model.max_positions=16"):
+        tiny("model.methods.relative_pe.clip=20", "model.max_positions=16")
+
+
+@pytest.mark.parametrize("method", ["relative_pe.clip=4", "reorder_emb.variant=both", "additional_pe={}"])
+def test_a_transformer_method_on_the_rnn_family_is_a_configuration_error_not_silently_off(method):
+    with pytest.raises(ConfigError, match=f"model.methods.{method.split('.')[0].split('=')[0]}: .*rnn family"):
+        tiny(f"model.methods.{method}", preset="rnn-tiny")
 
 
 def test_relative_pe_trains_on_a_tiny_task(train_tiny):

@@ -3,6 +3,7 @@ message, and concurrent requests giving the outputs of ``ordo translate``."""
 
 import asyncio
 import os
+import socket
 import sys
 import threading
 import time
@@ -16,6 +17,9 @@ from serve_helpers import live_server
 
 from ordo.build import count_parameters
 from ordo.cli import main
+from ordo.data.source import SourceEncoder
+from ordo.errors import InputError
+from ordo.serve import app as app_module
 from ordo.serve.app import ServeLimits, create_app, one_line
 
 
@@ -93,6 +97,8 @@ def test_line_breaks_nul_and_blank_sentences_each_give_exactly_one_output(client
     ({"text": ["a"], "beam_size": 2, "n_best": 3}, 422, "n_best: 3 hypotheses from a beam of 2"),
     ({"text": ["a", "b"], "references": ["a"]}, 422, "references: 1 given for 2 sentences"),
     ({"text": ["a"], "model": "../../etc/passwd"}, 404, "unknown model '../../etc/passwd'; this server has 'tiny'"),
+    ({"text": ["a ."], "references": [" ".join(["word"] * 40)]}, 413,
+     "references[0]: 40 tokens, more than the limit max_sentence_tokens=30"),
 ])
 def test_refusals_name_the_reason(client, payload, status, message):
     answer = client.post("/v1/translate", json=payload)
@@ -114,6 +120,53 @@ def test_malformed_json_and_invalid_utf8_get_400(client, body, message):
     answer = client.post("/v1/translate", content=body, headers={"content-type": "application/json"})
     assert answer.status_code == 400, answer.text
     assert message in answer.json()["detail"]
+
+
+@pytest.mark.parametrize(("body", "message"), [
+    (b'{"text": ["ok .", "a \\ud800 b"]}', "text[1]: U+D800 is a lone surrogate, not a character"),
+    (b'{"text": ["ok .", "a"], "references": ["", "\\udfff"]}',
+     "references[1]: U+DFFF is a lone surrogate, not a character"),
+])
+def test_a_lone_surrogate_escaped_in_json_gets_422_naming_the_sentence(client, body, message):
+    answer = client.post("/v1/translate", content=body, headers={"content-type": "application/json"})
+    assert answer.status_code == 422, answer.text
+    assert answer.json()["detail"] == message
+
+
+def test_a_source_the_model_cannot_encode_gets_422(client, monkeypatch):
+    def refuse(self, texts, labels):
+        raise InputError(f"{labels[0]}: the segmenters (spm:8000, chars) cover different text")
+
+    monkeypatch.setattr(SourceEncoder, "encode", refuse)
+    answer = client.post("/v1/translate", json={"text": ["ｆｕｌｌ ."]})
+    assert answer.status_code == 422, answer.text
+    assert answer.json()["detail"] == "text[0]: the segmenters (spm:8000, chars) cover different text"
+
+
+def test_health_answers_while_sentence_ribes_is_computed(run):
+    started, release = threading.Event(), threading.Event()
+
+    def slow_ribes(hypothesis, reference):
+        started.set()
+        release.wait(20)
+        return 0.5
+
+    async def scenario(url):
+        async with httpx.AsyncClient(base_url=url, timeout=60) as http:
+            scored = asyncio.ensure_future(http.post("/v1/translate", json={"text": ["a ."], "references": ["a ."]}))
+            await asyncio.get_running_loop().run_in_executor(None, started.wait, 20)
+            health = await http.get("/healthz", timeout=5)
+            release.set()
+            return health, await scored
+
+    with pytest.MonkeyPatch.context() as patch, live_server(create_app({"tiny": run})) as url:
+        patch.setattr(app_module, "text_ribes", slow_ribes)
+        try:
+            health, scored = asyncio.run(scenario(url))
+        finally:
+            release.set()
+    assert health.status_code == 200
+    assert scored.status_code == 200 and scored.json()["sentences"][0]["ribes"] == 0.5
 
 
 def test_concurrent_requests_give_the_outputs_of_ordo_translate(run, texts, trained_run, tmp_path):
@@ -192,6 +245,35 @@ def test_serve_without_fastapi_names_the_serve_extra(monkeypatch, trained_run, c
 def test_a_model_name_given_twice_is_an_error(trained_run, capsys):
     assert main(["serve", "--model", f"a={trained_run}", "--model", f"a={trained_run}"]) == 2
     assert "the name 'a' is given twice" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("spec", ["a=", "=runs/base"])
+def test_a_model_with_an_empty_name_or_run_is_an_error(spec, capsys):
+    assert main(["serve", "--model", spec]) == 2
+    assert capsys.readouterr().err == f"ordo serve: error: --model {spec}: expected RUN or NAME=RUN\n"
+
+
+def test_a_port_in_use_is_an_error_before_the_models_load(tmp_path, capsys):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        assert main(["serve", "--model", str(tmp_path / "not-loaded"), "--port", str(port)]) == 2
+    assert capsys.readouterr().err.startswith(f"ordo serve: error: 127.0.0.1:{port}: cannot listen (")
+
+
+@pytest.mark.parametrize(("flag", "value"), [("--max-sentence-tokens", "-3"), ("--batch-window-ms", "-5")])
+def test_a_negative_limit_is_an_error_rather_than_the_default(flag, value, tmp_path, capsys):
+    assert main(["serve", "--model", str(tmp_path / "not-loaded"), flag, value]) == 2
+    assert capsys.readouterr().err == f"ordo serve: error: {flag}: {value} must be 0 or more\n"
+
+
+@pytest.mark.parametrize("port", ["70000", "-1"])
+def test_a_port_out_of_range_is_refused_by_its_flag(port, capsys):
+    with pytest.raises(SystemExit) as stopped:
+        main(["serve", "--model", "run", "--port", port])
+    assert stopped.value.code == 2
+    assert "argument --port: " in capsys.readouterr().err
 
 
 def test_serve_makes_openmp_threads_wait_passively_unless_the_user_said_otherwise(monkeypatch):

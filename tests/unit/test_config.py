@@ -185,7 +185,7 @@ def test_a_retired_key_in_an_old_run_config_is_ignored_but_not_written_back(tmp_
     ("model.methods.lattice_pe.on=true", r"model\.methods\.lattice_pe\.on: unknown key \(known keys: \)"),
     ("model.methods.lattice_pe=true", r"model\.methods\.lattice_pe: expected a mapping, got True"),
     ("model.methods.distorsion.context=hidden", r"model\.methods\.distorsion: unknown method \(did you mean distortion\?\)"),
-    ("model.methods.refsr.window=0", r"model\.methods\.refsr\.window: expected a positive window, got 0"),
+    ("model.methods.refsr.window=0", r"model\.methods\.refsr\.window: expected a positive finite window, got 0"),
     ("model.methods.distortion.weight=1.5", r"model\.methods\.distortion\.weight: expected λ in \[0, 1\], got 1\.5"),
 ])
 def test_a_misspelt_method_option_fails_when_the_config_is_built(override, message):

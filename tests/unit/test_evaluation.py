@@ -292,6 +292,16 @@ def test_paired_tests_of_a_system_against_itself_give_p_one() -> None:
         assert comparison.score_a == comparison.score_b
 
 
+def test_paired_tests_of_different_outputs_with_the_same_score_give_p_one() -> None:
+    """No 4-gram matches: both BLEU 0 in every resample, a difference of 0 that sacreBLEU's strict count would
+    give its smallest p-value, 1 / (samples + 1)."""
+    refs = ["the cat sat .", "a dog ran ."]
+    hyps_a, hyps_b = ["the cat .", "a dog ."], ["cat sat .", "dog ran ."]
+    (bleu,) = paired_tests(hyps_a, hyps_b, refs, bootstrap_samples=20, randomization_trials=20, metrics=["bleu"])
+    assert bleu.score_a == bleu.score_b == 0.0
+    assert (bleu.bootstrap_p, bleu.randomization_p) == (1.0, 1.0)
+
+
 def test_bleu_bootstrap_p_is_the_bleu_bootstrap_of_paired_tests() -> None:
     refs = _sentences(30, seed=25)
     hyps_a, hyps_b = _corrupt(refs, seed=26), _corrupt(refs, seed=27)

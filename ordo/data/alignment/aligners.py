@@ -14,10 +14,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 
-from ordo.data.alignment.links import Link, format_links, read_links, split_words
+from ordo.data.alignment.links import Link, format_links, paired_lines, read_links, split_words
 from ordo.data.alignment.symmetrize import SYMMETRIZATIONS
 from ordo.data.textio import atomic_write, iter_lines
-from ordo.errors import ConfigError, InputError, import_extra
+from ordo.errors import ConfigError, import_extra
 
 logger = logging.getLogger("ordo.align")
 
@@ -47,20 +47,23 @@ def _aligner_line(text: str) -> str:
     return " ".join(words) or "<empty>"
 
 
-def _write_sides(src: Path, tgt: Path, workdir: Path) -> tuple[Path, Path, int]:
-    """Copy both sides (plain or .gz) to plain files, a placeholder token on empty lines; returns the count."""
+def _write_sides(src: Path, tgt: Path, workdir: Path) -> tuple[Path, Path, int, set[int]]:
+    """Copy both sides (plain or .gz) to plain files, a placeholder token on empty lines; returns the files,
+    the number of pairs and the 0-based indices of the pairs with an empty side.
+
+    Raises:
+        InputError: naming both files and their line counts when these differ.
+    """
     src_out, tgt_out = workdir / "src.txt", workdir / "tgt.txt"
-    count = 0
+    count, empty = 0, set[int]()
     with open(src_out, "w", encoding="utf-8") as s_handle, open(tgt_out, "w", encoding="utf-8") as t_handle:
-        source_lines, target_lines = iter_lines(src), iter_lines(tgt)
-        for (number, s_text), target in zip(source_lines, target_lines):
-            t_text = target[1]
+        for (_, s_text), (_, t_text) in paired_lines(iter_lines(src), iter_lines(tgt), (str(src), str(tgt))):
+            if not split_words(s_text) or not split_words(t_text):
+                empty.add(count)
             s_handle.write(_aligner_line(s_text) + "\n")
             t_handle.write(_aligner_line(t_text) + "\n")
-            count = number
-        if next(source_lines, None) is not None or next(target_lines, None) is not None:
-            raise InputError(f"{src} and {tgt} have different numbers of lines")
-    return src_out, tgt_out, count
+            count += 1
+    return src_out, tgt_out, count, empty
 
 
 def _run_eflomal(src: Path, tgt: Path, forward: Path, backward: Path) -> None:
@@ -105,12 +108,12 @@ def align_files(
     combine = SYMMETRIZATIONS[symmetrization]
     with tempfile.TemporaryDirectory(prefix="ordo-align-") as tmp:
         workdir = Path(tmp)
-        plain_src, plain_tgt, count = _write_sides(Path(src), Path(tgt), workdir)
+        plain_src, plain_tgt, count, empty = _write_sides(Path(src), Path(tgt), workdir)
         forward, backward = workdir / "forward.links", workdir / "backward.links"
         logger.info("aligning %d sentence pairs with %s (%s)", count, aligner, symmetrization)
         (_run_eflomal if aligner == "eflomal" else _run_fast_align)(plain_src, plain_tgt, forward, backward)
-        for fwd, bwd in zip(read_links(forward), read_links(backward)):
-            yield combine(fwd.sure, bwd.sure)
+        for index, (fwd, bwd) in enumerate(zip(read_links(forward), read_links(backward))):
+            yield set() if index in empty else combine(fwd.sure, bwd.sure)
 
 
 def write_alignment(src: str | Path, tgt: str | Path, out: str | Path, aligner: str = "eflomal",

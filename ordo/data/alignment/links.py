@@ -10,13 +10,17 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from itertools import zip_longest
 from pathlib import Path
+from typing import TypeVar
 
 from ordo.data.textio import iter_lines
 from ordo.errors import InputError
 
 Link = tuple[int, int]  # (source word, target word), 0-based
 _LINK = re.compile(r"^(\d+)([-p])(\d+)$")
+A = TypeVar("A")
+B = TypeVar("B")
 
 
 @dataclass
@@ -72,6 +76,22 @@ def check_range(links: Iterable[Link], src_len: int, tgt_len: int | None, where:
         if src >= src_len or (tgt_len is not None and tgt >= tgt_len):
             sizes = f"{src_len} and {tgt_len} words" if tgt_len is not None else f"{src_len} source words"
             raise InputError(f"{where}: link {src}-{tgt} is outside a pair of {sizes}")
+
+
+def paired_lines(first: Iterable[A], second: Iterable[B], names: tuple[str, str]) -> Iterator[tuple[A, B]]:
+    """The items of ``first`` and ``second`` (none of them None), one per line of the files ``names``, in pairs.
+
+    Raises:
+        InputError: naming both files and their line counts, once one has ended before the other.
+    """
+    counts = [0, 0]
+    for a, b in zip_longest(first, second):
+        counts[0] += a is not None
+        counts[1] += b is not None
+        if a is not None and b is not None:
+            yield a, b
+    if counts[0] != counts[1]:
+        raise InputError(f"{names[0]} has {counts[0]} lines but {names[1]} has {counts[1]}")
 
 
 def format_links(links: Iterable[Link]) -> str:
