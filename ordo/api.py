@@ -365,7 +365,7 @@ def load_run(run_dir: str | Path, checkpoint: str = "best", device: str = "auto"
     lattice = LatticeEncoder.load(run_dir / meta.src_lattice) if meta.src_lattice else None
     model = build_for_data(cfg, meta).model
     checkpoint_path = resolve_checkpoint(run_dir, checkpoint)
-    load_weights(model, load_checkpoint(checkpoint_path)["model"], checkpoint_path, config_path)
+    load_weights(model, load_checkpoint(checkpoint_path, mmap=True)["model"], checkpoint_path, config_path)
     target = resolve_device("cpu" if int8 and device == "auto" else device)
     model = model.to(target).eval().requires_grad_(False)  # for translation: frozen (ordo.gemm keeps it packed)
     if int8:

@@ -33,8 +33,10 @@ def save_checkpoint(state: dict[str, Any], path: str | Path) -> None:
         raise CheckpointError(f"{path}: cannot save checkpoint ({reason})") from None
 
 
-def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") -> dict[str, Any]:
-    """Load a checkpoint with ``weights_only=True``.
+def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu", mmap: bool = False) -> dict[str, Any]:
+    """Load a checkpoint with ``weights_only=True``; with ``mmap`` its tensors are mapped from the file and read
+    as they are used, so a caller that needs the model's weights alone never reads the optimizer's state (two
+    more copies of the weights under Adam).
 
     Raises:
         CheckpointError: naming the file when it is missing, truncated or not an ordo checkpoint.
@@ -43,7 +45,7 @@ def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") 
     if not path.is_file():
         raise CheckpointError(f"{path}: no such checkpoint")
     try:
-        state = torch.load(path, map_location=map_location, weights_only=True)
+        state = torch.load(path, map_location=map_location, weights_only=True, mmap=mmap)
     except Exception as err:  # noqa: BLE001 -- torch raises many types for a corrupt file
         raise CheckpointError(f"{path}: cannot read checkpoint ({type(err).__name__}: {err})") from None
     if not isinstance(state, dict) or "model" not in state:
@@ -68,10 +70,10 @@ def average_checkpoints(paths: list[Path]) -> dict[str, torch.Tensor]:
     """
     if not paths:
         raise CheckpointError("no checkpoints to average")
-    first = load_checkpoint(paths[0])["model"]
+    first = load_checkpoint(paths[0], mmap=True)["model"]
     total = {name: t.double() if t.is_floating_point() else t for name, t in first.items()}
     for path in paths[1:]:
-        weights = load_checkpoint(path)["model"]
+        weights = load_checkpoint(path, mmap=True)["model"]
         if weights.keys() != total.keys():
             raise CheckpointError(f"{path}: parameters differ from {paths[0]}")
         for name, tensor in weights.items():

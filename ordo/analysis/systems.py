@@ -37,7 +37,7 @@ class TrainingFigures:
 def training_figures(run_dir: Path) -> TrainingFigures:
     """Updates, wall minutes and source and target tokens/s of a run's training, from its last checkpoint."""
     paths = step_checkpoints(run_dir / "checkpoints")
-    progress = load_checkpoint(paths[-1])["progress"] if paths else {}
+    progress = load_checkpoint(paths[-1], mmap=True)["progress"] if paths else {}
     seconds = float(progress.get("train_seconds", 0.0))
 
     def speed(key: str) -> float | None:

@@ -87,3 +87,54 @@ def test_weights_of_another_model_are_named_with_the_file_and_the_first_differen
     assert "1.weight missing" in message and "0.weight (5, 4) in the checkpoint, (3, 4) in the model" in message
     assert "\n" not in message and "and 1 more" in message
     load_weights(model, model.state_dict(), path, config)
+
+
+def _mapped_from(path) -> list[tuple[int, int]]:
+    """The address ranges of this process's mappings of ``path`` (``/proc/self/maps``)."""
+    ranges = []
+    with open("/proc/self/maps", encoding="utf-8") as maps:
+        for line in maps:
+            fields = line.split(maxsplit=5)
+            if len(fields) == 6 and fields[5].strip() == str(path):
+                start, end = (int(address, 16) for address in fields[0].split("-"))
+                ranges.append((start, end))
+    return ranges
+
+
+def test_a_mapped_load_leaves_the_tensors_in_the_file_until_they_are_read(tmp_path):
+    """Translation loads a checkpoint mapped: the optimizer's state (twice the weights under Adam) stays in the
+    file, where a plain load copied all of it into memory."""
+    path = tmp_path / "step_1.pt"
+    save_checkpoint({"model": {"w": torch.arange(4.0)}, "optimizer": {"m": torch.full((1000,), 2.0)}}, path)
+    state = load_checkpoint(path, mmap=True)
+    address = state["optimizer"]["m"].data_ptr()
+    assert any(start <= address < end for start, end in _mapped_from(path.resolve()))
+    assert torch.equal(state["model"]["w"], torch.arange(4.0))
+    plain = load_checkpoint(path)["optimizer"]["m"].data_ptr()
+    assert not any(start <= plain < end for start, end in _mapped_from(path.resolve()))
+
+
+def test_a_truncated_checkpoint_loaded_mapped_is_named(tmp_path):
+    path = tmp_path / "step_1.pt"
+    save_checkpoint({"model": {"w": torch.arange(4.0)}}, path)
+    path.write_bytes(path.read_bytes()[:100])
+    with pytest.raises(CheckpointError, match="step_1.pt: cannot read checkpoint"):
+        load_checkpoint(path, mmap=True)
+
+
+def test_a_loaded_run_and_averaging_map_their_checkpoints(trained_run, tmp_path, monkeypatch):
+    """``api.load_run`` (translate, serve) and averaging read only the weights of a checkpoint."""
+    import ordo.checkpoint
+    from ordo import api
+
+    calls = []
+    real_load = torch.load
+    monkeypatch.setattr(ordo.checkpoint.torch, "load", lambda *a, **k: calls.append(k.get("mmap")) or real_load(*a, **k))
+    api.load_run(trained_run, "last")
+    assert calls == [True]
+    paths = []
+    for step in (1, 2):
+        paths.append(tmp_path / f"step_{step}.pt")
+        save_checkpoint({"model": {"w": torch.full((3,), float(step))}, "optimizer": {}}, paths[-1])
+    assert torch.equal(ordo.checkpoint.average_checkpoints(paths)["w"], torch.full((3,), 1.5))
+    assert calls == [True, True, True]
