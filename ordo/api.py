@@ -12,7 +12,6 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
-import shutil
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -28,11 +27,12 @@ from tqdm import tqdm
 from ordo.build import BuiltModel, build_model, count_parameters
 from ordo.checkpoint import BEST_NAME, average_checkpoints, load_checkpoint, save_checkpoint, step_checkpoints
 from ordo.config import ExperimentConfig, build_config, replace_checked, save_config
+from ordo.data.alignment.reorder_field import FIELD as REORDER_FIELD
 from ordo.data.corpus import LATTICE_DIR, META_NAME, DataMeta, TokenArray, load_vocabs
 from ordo.data.lattice.corpus import LatticeEncoder
 from ordo.data.shards import data_dirs, shard_metas, vocab_digest
 from ordo.data.source import LongLines, SourceEncoder, model_inputs
-from ordo.data.textio import atomic_write, read_yaml
+from ordo.data.textio import atomic_write, copy_tree_atomically, read_yaml
 from ordo.data.vocab import TokenVocab, Vocab, load_vocab
 from ordo.decoding.search import Hypothesis
 from ordo.decoding.translator import translate_rows
@@ -109,7 +109,7 @@ def _copy_data_meta(meta: DataMeta, data_dir: Path, run_dir: Path) -> None:
         with atomic_write(run_dir / copy, "wb", encoding=None) as handle:  # a run's vocabulary is never half-written
             handle.write((data_dir / source).read_bytes())
     if meta.src_lattice:
-        shutil.copytree(data_dir / meta.src_lattice, run_dir / LATTICE_DIR, dirs_exist_ok=True)
+        copy_tree_atomically(data_dir / meta.src_lattice, run_dir / LATTICE_DIR)  # never half-copied
     run_meta = dataclasses.replace(meta, src_vocab=src_vocab, tgt_vocab="vocab/tgt.model",
                                    src_lattice=LATTICE_DIR if meta.src_lattice else "")
     run_meta.save(run_dir)
@@ -179,6 +179,19 @@ def check_positions(cfg: ExperimentConfig, dirs: list[Path], meta: DataMeta) -> 
                                  f"model.max_positions, or {remedy}")
 
 
+def missing_fields_message(data_dir: Path, meta: DataMeta, missing: list[str]) -> str:
+    """The error for methods that need per-token batch fields ``missing`` that the training data ``data_dir``
+    (whose ``data.yaml`` is ``meta``) lacks, with how to prepare it: ExGRE/ReFSR's ``reorder_positions`` (which a
+    lattice corpus cannot have: it aligns the source's words, not lattice edges), or a lattice's spans."""
+    message = f"{data_dir}: the methods need batch fields {missing} that this data has not got"
+    if REORDER_FIELD in missing and meta.src_lattice:
+        return (f"{message}: a lattice corpus cannot have it ({REORDER_FIELD} aligns the source's words, not lattice "
+                "edges); train ExGRE/ReFSR on data prepared without --lattice, with --set reorder_positions=true")
+    if REORDER_FIELD in missing:
+        return f"{message}: prepare the data with --set reorder_positions=true"
+    return f"{message}: prepare the data with --lattice SEGMENTERS"
+
+
 def build_for_data(cfg: ExperimentConfig, meta: DataMeta) -> BuiltModel:
     """Build the model ``cfg.model`` describes for the vocabularies of ``meta``."""
     return build_model(cfg.model, meta.src_vocab_size, meta.tgt_vocab_size, meta.joint_vocab)
@@ -206,7 +219,7 @@ def train(cfg: ExperimentConfig, run_dir: str | Path) -> Progress:
     for shard_dir, shard_meta in zip(dirs, metas):
         missing = [f for f in built.fields if f not in shard_meta.fields.get("train", [])]
         if missing:
-            raise ConfigError(f"{shard_dir}: the methods need batch fields {missing} that this data has not got")
+            raise ConfigError(missing_fields_message(shard_dir, shard_meta, missing))
     params = count_parameters(built.model)
     logger.info("model: %s, %d parameters (%.2fM)", cfg.model.family, params, params / 1e6)
     if main_process:

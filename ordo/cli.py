@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import socket
 import sys
@@ -40,13 +41,16 @@ def _percent_step(text: str) -> int:
 
 
 def _number_list(kind: type[int | float]) -> Callable[[str], list[int] | list[float]]:
-    """An argparse type: comma-separated numbers of ``kind``, e.g. ``10,20,30``."""
+    """An argparse type: comma-separated finite numbers of ``kind``, e.g. ``10,20,30``."""
 
     def parse(text: str) -> list[int] | list[float]:
         try:
-            return [kind(item) for item in text.split(",")]
+            numbers = [kind(item) for item in text.split(",")]
+            if all(math.isfinite(number) for number in numbers):
+                return numbers
         except ValueError:
-            raise argparse.ArgumentTypeError(f"expected comma-separated {kind.__name__}s, got {text!r}") from None
+            pass
+        raise argparse.ArgumentTypeError(f"expected comma-separated {kind.__name__}s, got {text!r}")
 
     return parse
 
@@ -171,7 +175,7 @@ def _add_analyze(sub: argparse._SubParsersAction) -> None:
     runs.add_argument("--run", action="append", required=True, metavar="NAME=RUN_DIR",
                       help="a system (repeat; the first is the baseline)")
     runs.add_argument("--checkpoint", default="best", help="best | last | averaged | a path")
-    runs.add_argument("--beam", type=int, help="beam size for every system (default: each run's own)")
+    runs.add_argument("--beam", type=_positive_int, help="beam size for every system (default: each run's own)")
     runs.add_argument("--device", default="auto")
     kinds.add_parser("systems", parents=[common, runs],
                      help="BLEU, sign test against the first run, parameters, training and translation speed")
@@ -300,7 +304,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def run_prepare(args: argparse.Namespace) -> None:
     """``ordo prepare``."""
-    from ordo.config import from_dict, merge, parse_overrides
+    from ordo.config import from_dict, merge, parse_overrides, raw_source
     from ordo.data.prepare import PrepareConfig, prepare
     from ordo.data.textio import read_yaml
 
@@ -315,7 +319,8 @@ def run_prepare(args: argparse.Namespace) -> None:
         "vocab_from": args.vocab_from,
     }
     raw = merge(merge(raw, {k: v for k, v in flags.items() if v is not None}), parse_overrides(args.set))
-    cfg = from_dict(PrepareConfig, raw, args.config or "prepare")
+    where = raw_source(args.config, args.set) if args.config or args.set else "prepare"
+    cfg = from_dict(PrepareConfig, raw, f"{where}:")
     for key in ("train_src", "train_tgt", "out"):
         if not getattr(cfg, key):
             raise OrdoError(f"prepare: --{key.replace('_', '-')} is required")
@@ -504,6 +509,53 @@ def _named(items: list[str], flag: str) -> list[tuple[str, Path]]:
     return pairs
 
 
+def _out_folder(out: str) -> Path:
+    """``--out`` as a folder, made now, so that one that cannot be (a file, a path under a file) is named before
+    any system translates."""
+    path = Path(out)
+    if path.exists() and not path.is_dir():
+        raise InputError(f"--out {out}: is a file, not a folder")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise InputError(f"--out {out}: cannot make the folder ({err.strerror or err})") from None
+    return path
+
+
+def _refuse_shared_seed_files(baselines: list[str], systems: list[str]) -> None:
+    """Refuse a file given both as a ``--baseline`` and as a ``--system`` seed: one run cannot be a seed of both
+    systems, and the test would count it on each side."""
+    for system in systems:
+        for baseline in baselines:
+            if Path(system).resolve() == Path(baseline).resolve():
+                raise InputError(f"--system {system}: the same file as --baseline {baseline}; give each system's "
+                                 "own outputs")
+
+
+def _checked_runs(items: list[str], checkpoint: str) -> list[tuple[str, Path]]:
+    """``--run NAME=RUN_DIR`` arguments as (name, run directory) pairs, each a run directory with the
+    ``checkpoint`` asked for, so that a later run without it is named before the first one translates.
+
+    Raises:
+        CheckpointError: naming the ``--run`` that has no config.yaml or no such checkpoint.
+    """
+    from ordo.api import resolve_checkpoint
+    from ordo.errors import CheckpointError
+
+    runs = _named(items, "--run")
+    for name, run_dir in runs:
+        where = f"--run {name}={run_dir}"
+        if not (run_dir / "config.yaml").is_file():
+            raise CheckpointError(f"{where}: not an ordo run directory (no config.yaml)")
+        try:
+            path = resolve_checkpoint(run_dir, checkpoint)
+        except CheckpointError as err:
+            raise CheckpointError(f"{where}: {err}") from None
+        if not path.is_file():
+            raise CheckpointError(f"{where}: {path}: no such checkpoint")
+    return runs
+
+
 def run_analyze(args: argparse.Namespace) -> None:
     """``ordo analyze systems|robustness|length|order|attention|seeds|sim``: tables (.md, .tsv) and plots under
     --out."""
@@ -516,27 +568,32 @@ def run_analyze(args: argparse.Namespace) -> None:
     if args.analysis in ("robustness", "length", "order", "attention"):
         pyplot()  # without matplotlib these fail here, before any system translates
     if args.analysis == "sim":
-        print(report.sim_report(_named(args.run, "--run"), Path(args.data), args.split, args.checkpoint, args.device))
+        runs = _checked_runs(args.run, args.checkpoint)
+        print(report.sim_report(runs, Path(args.data), args.split, args.checkpoint, args.device))
         return
     if args.analysis == "seeds":
+        _refuse_shared_seed_files(args.baseline, args.system)
         seed_outputs, (refs,) = read_systems([*args.baseline, *args.system], [args.ref])  # checks each, reads once
         base_runs = list(zip(args.baseline, seed_outputs[:len(args.baseline)]))
         system_runs = list(zip(args.system, seed_outputs[len(args.baseline):]))
         from ordo.evaluation.seeds import bleu_metric, ribes_metric
 
         metric = (ribes_metric if args.metric == "ribes" else bleu_metric)(args.tokenized_bleu)
-        print(report.seeds_report(base_runs, system_runs, refs, Path(args.out), metric, args.target_gain))
+        print(report.seeds_report(base_runs, system_runs, refs, _out_folder(args.out), metric, args.target_gain))
         return
     hyp_paths = _named(args.hyp, "--hyp") if args.analysis in ("order", "length") else []
     (sources, *hyp_lines), (refs,) = read_systems([args.src, *(path for _, path in hyp_paths)], [args.ref])
     systems = [(name, lines) for (name, _), lines in zip(hyp_paths, hyp_lines)]
-    out = Path(args.out)
+    out = _out_folder(args.out)
     if args.analysis == "order":
         from ordo.evaluation.order import alignment_tau
 
-        alignments = [("reference", _read_test_links(Path(args.align), len(refs), args.ref))]
-        alignments += [(name, _read_test_links(path, len(refs), args.ref)) for name, path
-                       in _named(args.hyp_align, "--hyp-align")]
+        outputs = dict(systems)
+        alignments = [("reference", _read_test_links(Path(args.align), sources, refs, args.ref))]
+        for name, path in _named(args.hyp_align, "--hyp-align"):
+            if name not in outputs:
+                raise InputError(f"--hyp-align {name}={path}: no --hyp is named {name!r}")
+            alignments.append((name, _read_test_links(path, sources, outputs[name], args.ref)))
         taus = [alignment_tau(links) for links in alignments[0][1]]
         print(report.order_report(systems, refs, taus, out, args.tokenized_bleu, args.edges))
         if args.hyp_align:
@@ -546,9 +603,10 @@ def run_analyze(args: argparse.Namespace) -> None:
         print(report.length_report(systems, sources, refs, out, args.tokenized_bleu, args.groups, args.bounds,
                                    args.unit))
         return
-    runs = _named(args.run, "--run")
+    runs = _checked_runs(args.run, args.checkpoint)
     if args.analysis == "attention":
-        for path in report.attention_plots(runs, sources, refs, args.line, out, args.checkpoint, args.device):
+        for path in report.attention_plots(runs, sources, refs, args.line, out, args.checkpoint, args.device,
+                                           (args.src, args.ref)):
             print(path)
         return
     decode = {"beam_size": args.beam} if args.beam else {}
@@ -561,13 +619,20 @@ def run_analyze(args: argparse.Namespace) -> None:
                                        args.tokenized_bleu, args.device, **decode))
 
 
-def _read_test_links(path: Path, pairs: int, ref: str) -> list[list[tuple[int, int]]]:
-    """The sure links of every line of a Pharaoh file that must have one line per test pair of ``ref``."""
-    from ordo.data.alignment.links import read_links
+def _read_test_links(path: Path, sources: list[str], targets: list[str], ref: str) -> list[list[tuple[int, int]]]:
+    """The sure links of every line of a Pharaoh file that must have one line per test pair of ``ref``, each
+    link within the words of its ``sources`` line and its ``targets`` line (the reference or a system's output).
+
+    Raises:
+        InputError: naming ``path`` for another line count, and its line for a link past the end of a pair.
+    """
+    from ordo.data.alignment.links import check_range, read_links, split_words
 
     links = [sorted(sentence.sure) for sentence in read_links(path)]
-    if len(links) != pairs:
-        raise InputError(f"{path}: {len(links)} lines of links for {pairs} test pairs in {ref}")
+    if len(links) != len(sources):
+        raise InputError(f"{path}: {len(links)} lines of links for {len(sources)} test pairs in {ref}")
+    for number, (pair, source, target) in enumerate(zip(links, sources, targets), 1):
+        check_range(pair, len(split_words(source)), len(split_words(target)), f"{path}:{number}")
     return links
 
 

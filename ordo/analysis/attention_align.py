@@ -18,20 +18,27 @@ from ordo.api import LoadedRun
 from ordo.data.alignment.links import Link, split_words
 from ordo.data.alignment.reorder_field import pieces_per_word
 from ordo.data.batching import collate, epoch_batches
+from ordo.data.source import EncodedSource, refuse_over_long
 from ordo.decoding.attention import forced_attention, hard_links, pool_to_words
 from ordo.errors import InputError
 
 
 @torch.inference_mode()
-def attention_matrices(run: LoadedRun, sources: list[str], targets: list[str],
-                       max_tokens: int = 4000) -> Iterator[np.ndarray]:
-    """The (target pieces + EOS, source pieces + EOS) attention of every pair under forced decoding, in order.
+def attention_matrices(run: LoadedRun, sources: list[str], targets: list[str], max_tokens: int = 4000,
+                       files: tuple[str, str] = ("source", "target"), first_line: int = 1) -> Iterator[np.ndarray]:
+    """The (target pieces + EOS, source pieces + EOS) attention of every pair under forced decoding, in order;
+    ``files`` name the sources' and the targets' file, whose line ``first_line`` the first pair is, in errors.
 
     Raises:
-        InputError: when the model shows no attention (no cross-attention module and no alignments).
+        InputError: when the model shows no attention (no cross-attention module and no alignments), or a side of
+            a pair is longer than a Transformer's positions, naming its file and line.
     """
-    src_rows = run.encode_sources(sources, "source")
-    tgt_rows = [np.asarray(ids, dtype=np.int64) for ids in run.tgt_vocab.encode_batch(targets)]
+    src_rows = run.encode_inputs(sources, files[0], first_line=first_line)[0]
+    target_ids = run.tgt_vocab.encode_batch(targets)
+    if run.cfg.model.family == "transformer":  # the rnn family has no position table
+        labels = [f"{files[1]}:{line}" for line in range(first_line, first_line + len(targets))]
+        refuse_over_long([EncodedSource(ids) for ids in target_ids], labels, run.cfg.model.max_positions - 1, "pieces")
+    tgt_rows = [np.asarray(ids, dtype=np.int64) for ids in target_ids]
     lengths = np.array([len(r) for r in src_rows]), np.array([len(r) for r in tgt_rows])
     found: dict[int, np.ndarray] = {}
     for indices in epoch_batches(*lengths, max_tokens, 0, 0, shuffle=False):

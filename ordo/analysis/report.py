@@ -112,11 +112,18 @@ def sim_report(runs: Sequence[tuple[str, Path]], data_dir: Path, split: str = "t
 
 
 def attention_plots(runs: Sequence[tuple[str, Path]], sources: list[str], refs: list[str], line: int, out: Path,
-                    checkpoint: str = "best", device: str = "auto") -> list[Path]:
-    """``out/attention_NAME.png``: the forced-decoding attention of test line ``line`` (1-based) for every run."""
+                    checkpoint: str = "best", device: str = "auto",
+                    files: tuple[str, str] = ("source", "reference")) -> list[Path]:
+    """``out/attention_NAME.png``: the forced-decoding attention of test line ``line`` (1-based) for every run;
+    ``files`` name the source and reference files in errors.
+
+    Raises:
+        InputError: for a ``line`` outside the test set, or one longer than a run's positions.
+        ConfigError: for a run trained on lattices (its attention is over lattice edges, not the source's pieces).
+    """
     from ordo.analysis.attention_align import attention_matrices
     from ordo.analysis.plots import heatmap
-    from ordo.errors import InputError
+    from ordo.errors import ConfigError, InputError
 
     if not 1 <= line <= len(sources):
         raise InputError(f"--line {line}: the test set has lines 1..{len(sources)}")
@@ -124,7 +131,10 @@ def attention_plots(runs: Sequence[tuple[str, Path]], sources: list[str], refs: 
     paths = []
     for name, run_dir in runs:
         run = load_run(run_dir, checkpoint, device)
-        matrix = next(attention_matrices(run, [source], [reference]))
+        if run.lattice is not None:
+            raise ConfigError(f"--run {name}={run_dir}: a lattice run's attention is over lattice edges, not the "
+                              "source's pieces, so it has no attention matrix to show")
+        matrix = next(attention_matrices(run, [source], [reference], files=files, first_line=line))
         columns = [*run.src_vocab.pieces(run.src_vocab.encode(source)), "</s>"]
         rows = [*run.tgt_vocab.pieces(run.tgt_vocab.encode(reference)), "</s>"]
         paths.append(heatmap(matrix.tolist(), rows, columns, out / f"attention_{name}.png", f"{name}, line {line}"))

@@ -18,9 +18,10 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from ordo.api import load_run
+from ordo.api import load_run, run_data_meta
 from ordo.data.batching import collate, epoch_batches
 from ordo.data.corpus import ParallelData
+from ordo.data.shards import vocab_digest
 from ordo.errors import InputError
 from ordo.methods.exgre import FIELD, PR_NAME, PREDICTED_NAME
 from ordo.models.embeddings import sinusoidal_table
@@ -42,10 +43,14 @@ def reordering_similarity(run_dir: Path, data_dir: Path, split: str = "test", ch
     """Sim of an ExGRE/ReFSR run on ``split`` of a data directory prepared with ``reorder_positions``.
 
     Raises:
-        InputError: when the split has no ``reorder_positions`` field or the run leaves no pr^N.
+        InputError: when the data's vocabulary is not the run's, the split has no ``reorder_positions`` field or
+            the run leaves no pr^N.
     """
-    run = load_run(run_dir, checkpoint, device)
     data = ParallelData.open(data_dir, split)
+    run = load_run(run_dir, checkpoint, device)
+    if vocab_digest(run_dir, run_data_meta(run_dir)) != vocab_digest(data_dir, data.meta):
+        raise InputError(f"{data_dir}: its vocabulary differs from the one run {run_dir} was trained with; give "
+                         "the data directory the run was trained on")
     if FIELD not in data.fields:
         raise InputError(f"{data_dir}: split {split!r} has no {FIELD} field (prepare with reorder_positions: true)")
     table = sinusoidal_table(int(data.src.lengths.max()) + 2, run.cfg.model.d_model).to(run.device)

@@ -47,9 +47,11 @@ __all__ = [
     "TokenArray",
     "TokenArrayWriter",
     "Vocab",
+    "add_field_name",
     "load_vocabs",
     "token_dtype",
     "write_field",
+    "write_field_array",
     "write_token_array",
 ]
 
@@ -402,18 +404,43 @@ def write_field(data_dir: Path, split: str, name: str, sequences: Iterable[Seque
             source, or a value outside ``[0, max_value]``; the field is not written then.
     """
     data_dir = Path(data_dir)
-    if not _FIELD_NAME.match(name):
-        raise InputError(f"field name {name!r}: use letters, digits and underscores only")
     meta = DataMeta.load(data_dir)
     if split not in meta.splits:
         raise InputError(f"{data_dir / META_NAME}: no split {split!r} (have: {', '.join(meta.splits)})")
-    lengths = TokenArray.open(data_dir / f"{split}.src").lengths
-    prefix = data_dir / f"{split}.field.{name}"
+    write_field_array(data_dir, split, name, sequences, max_value)
+    add_field_name(meta, split, name)
+    meta.save(data_dir)
+
+
+def write_field_array(
+    data_dir: Path, split: str, name: str, sequences: Iterable[Sequence[int]], max_value: int
+) -> None:
+    """Write the token array of a per-source-token field, ``{split}.field.{name}.bin/.idx``, without touching
+    ``data.yaml`` (:func:`write_field` records it there; ``ordo prepare`` records every field at once, last).
+
+    Args:
+        data_dir: a directory holding the split's source array ``{split}.src.bin/.idx``.
+        split: the split the rows belong to.
+        name: the field's name (letters, digits, underscores).
+        sequences: one row per sentence pair, each as long as the pair's source row (no EOS).
+        max_value: the largest value any row may hold (picks the storage dtype).
+
+    Raises:
+        InputError: for a bad name, a missing source array, a row count or row length that differs from the
+            source, or a value outside ``[0, max_value]``; the field is not written then.
+    """
+    if not _FIELD_NAME.match(name):
+        raise InputError(f"field name {name!r}: use letters, digits and underscores only")
+    lengths = TokenArray.open(Path(data_dir) / f"{split}.src").lengths
+    prefix = Path(data_dir) / f"{split}.field.{name}"
     write_token_array(prefix, _checked_rows(sequences, lengths, prefix), max_value + 1)
+
+
+def add_field_name(meta: DataMeta, split: str, name: str) -> None:
+    """Record field ``name`` of ``split`` in ``meta`` (once)."""
     names = meta.fields.setdefault(split, [])
     if name not in names:
         names.append(name)
-    meta.save(data_dir)
 
 
 def _checked_rows(

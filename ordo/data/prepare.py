@@ -15,7 +15,9 @@ Steps, in order:
    and counted (validation and test pairs are kept, over-long ones only reported). The piece ids are streamed
    into token arrays (:class:`ordo.data.corpus.TokenArrayWriter`: rows appended to the ``.bin``, offsets to the
    ``.idx``) and the raw text of the kept pairs to ``{split}.src.txt``/``{split}.tgt.txt``.
-4. ``data.yaml`` is written last, so a directory that has one is complete; it records a digest of the
+4. With ``reorder_positions``, the kept pairs of every split are aligned and each split's ``{split}.align`` and
+   ``reorder_positions`` field written (:mod:`ordo.data.alignment.reorder_field`).
+5. ``data.yaml`` is written last, so a directory that has one is complete; it records a digest of the
    vocabulary files (:func:`ordo.data.shards.vocab_digest`).
 
 Memory is therefore bounded whatever the corpus size: no step holds more than one chunk of ``CHUNK_LINES``
@@ -52,12 +54,13 @@ from ordo.data.lattice.corpus import LatticeConfig, LatticeEncoder, train_lattic
 from ordo.data.shards import copy_vocabs, vocab_digest
 from ordo.data.source import SourceEncoder
 from ordo.data.textio import atomic_write, iter_lines
-from ordo.data.vocab import TokenVocab, Vocab, train_sentencepiece
+from ordo.data.vocab import NoTrainingText, TokenVocab, Vocab, train_sentencepiece
 from ordo.errors import ConfigError, InputError
 
 logger = logging.getLogger("ordo.data.prepare")
 
 SPLITS = ("train", "valid", "test")
+SPM_FILES = tuple(f"spm{side}.{ext}" for side in ("", ".src", ".tgt") for ext in ("model", "vocab"))  # models, pieces
 CHUNK_LINES = 10_000  # lines encoded per SentencePiece batch
 
 
@@ -122,13 +125,18 @@ def prepare(cfg: PrepareConfig, progress: bool = True) -> DataMeta:
     Raises:
         ConfigError: for missing or inconsistent settings.
         InputError: naming the file (and line) for a missing file, unequal line counts, invalid UTF-8, an
-            empty line (unless ``empty_lines: skip``), or a training set that filtering leaves empty.
+            empty line (unless ``empty_lines: skip``), a split without pairs, or a training set that filtering
+            leaves empty.
     """
     check_config(cfg)
     splits = _split_files(cfg)
     stats = {name: check_parallel(src, tgt, cfg.empty_lines == "skip", progress) for name, (src, tgt) in splits.items()}
     if stats["train"].pairs - stats["train"].empty == 0:
         raise InputError(f"{cfg.train_src}: no sentence pairs to train on")
+    for name, s in stats.items():
+        if s.pairs - s.empty == 0:
+            raise InputError(f"{splits[name][0]}: no sentence pairs in the {name} split (leave {name}_src and "
+                             f"{name}_tgt out for none)")
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
     _remove_stale_outputs(out, splits)
@@ -154,13 +162,12 @@ def prepare(cfg: PrepareConfig, progress: bool = True) -> DataMeta:
         src_lattice=LATTICE_DIR if lattice is not None else "",
     )
     meta.vocab_sha256 = vocab_digest(out, meta)
-    meta.save(out)
     _log_summary(cfg, meta, stats)
     if cfg.reorder_positions:
         from ordo.data.alignment.reorder_field import align_and_store
 
-        align_and_store(out, list(meta.splits), cfg.aligner, cfg.symmetrization)
-        meta = DataMeta.load(out)
+        align_and_store(out, meta, cfg.aligner, cfg.symmetrization)
+    meta.save(out)
     return meta
 
 
@@ -180,6 +187,8 @@ def _learn_vocabs(
             return lattice.vocab, _train_target_vocab(cfg, plain[1], out), lattice
         src_vocab, tgt_vocab = _train_vocabs(cfg, plain, out)
         return src_vocab, tgt_vocab, None
+    except NoTrainingText as err:
+        raise NoTrainingText([files[plain.index(Path(path))] for path in err.files]) from None
     finally:
         for path in plain:
             path.unlink(missing_ok=True)
@@ -193,8 +202,8 @@ def check_config(cfg: PrepareConfig) -> None:
 
     Raises:
         ConfigError: naming the key.
-        InputError: when ``vocab_from`` is not a prepared directory (naming its ``data.yaml``), or a corpus file
-            is a pipe (:func:`check_rereadable`).
+        InputError: when ``vocab_from`` is not a prepared directory (naming its ``data.yaml``) or lacks a
+            vocabulary file (naming it), or a corpus file is a pipe (:func:`check_rereadable`).
     """
     for key in ("train_src", "train_tgt", "out"):
         if not getattr(cfg, key):
@@ -205,6 +214,7 @@ def check_config(cfg: PrepareConfig) -> None:
     for pair in _split_files(cfg).values():
         for path in pair:
             check_rereadable(path)
+    _check_inputs_are_not_outputs(cfg)
     if cfg.vocab_size < 5:
         raise ConfigError(f"prepare: vocab_size {cfg.vocab_size} leaves no room beside the 4 special pieces")
     if not 0.0 < cfg.character_coverage <= 1.0:
@@ -229,7 +239,8 @@ def check_config(cfg: PrepareConfig) -> None:
             raise ConfigError(f"prepare: vocab_from {cfg.vocab_from} is the output directory; name another one")
         if cfg.lattice.enabled:
             raise ConfigError("prepare: vocab_from brings the lattice segmenters of its directory; leave lattice out")
-        DataMeta.load(Path(cfg.vocab_from))  # a wrong directory fails here, not after the corpus is read
+        source = Path(cfg.vocab_from)
+        vocab_digest(source, DataMeta.load(source))  # a wrong directory or a missing model fails here, not later
     if cfg.reorder_positions:
         from ordo.data.alignment.aligners import aligner_module
 
@@ -248,6 +259,27 @@ def check_rereadable(path: Path) -> None:
     if path.exists() and not path.is_file():
         raise InputError(f"{path}: not a regular file (a pipe?): ordo prepare reads each corpus file more than "
                          "once; give the file itself (plain or .gz) or write the stream to a file first")
+
+
+def _check_inputs_are_not_outputs(cfg: PrepareConfig) -> None:
+    """Refuse a corpus file that preparing into ``out`` would overwrite (``--train-src DIR/train.src.txt --out
+    DIR`` replaced the input by its kept pairs).
+
+    Raises:
+        ConfigError: naming the key and the file.
+    """
+    out = Path(cfg.out).resolve()
+    splits = _split_files(cfg)
+    names = {META_NAME, *SPM_FILES, *(f"{split}.align" for split in splits)}
+    names |= {f"{split}.{side}.{ext}" for split in splits for side in ("src", "tgt") for ext in ("bin", "idx", "txt")}
+    fields = tuple(f"{split}.field." for split in splits)
+    for split, pair in splits.items():
+        for side, path in zip(("src", "tgt"), pair):
+            resolved = path.resolve()
+            written = resolved.parent == out and (resolved.name in names or resolved.name.startswith(fields))
+            if written or resolved.is_relative_to(out / LATTICE_DIR):
+                raise ConfigError(f"prepare: {split}_{side} {path}: prepare writes that file into out {cfg.out}; "
+                                  "move it or name another out")
 
 
 def _split_files(cfg: PrepareConfig) -> dict[str, tuple[Path, Path]]:
@@ -307,17 +339,21 @@ def _iter_pairs(src: Path, tgt: Path, skip_empty: bool) -> Iterator[tuple[int, s
 def _remove_stale_outputs(out: Path, splits: dict[str, tuple[Path, Path]]) -> None:
     """Delete what an earlier ``prepare`` into ``out`` left that this run will not replace.
 
-    ``data.yaml`` goes first, so an interrupted run leaves a directory without one. Per-token fields and
-    the arrays of splits this run does not write go too; input files are never deleted.
+    ``data.yaml`` goes first, so an interrupted run leaves a directory without one. Per-token fields, alignments,
+    SentencePiece models, the arrays of splits this run does not write and the temporary files of a killed run
+    go too; input files are never deleted.
     """
     inputs = {p.resolve() for pair in splits.values() for p in pair}
     (out / META_NAME).unlink(missing_ok=True)
-    shutil.rmtree(out / LATTICE_DIR, ignore_errors=True)
+    for folder in (out / LATTICE_DIR, *out.glob(f".{LATTICE_DIR}.*tmp")):
+        shutil.rmtree(folder, ignore_errors=True)
     stale = [p for split in SPLITS for p in out.glob(f"{split}.field.*") if p.suffix in (".bin", ".idx")]
     stale += [
         out / f"{split}.{side}.{ext}"
         for split in SPLITS if split not in splits for side in ("src", "tgt") for ext in ("bin", "idx", "txt")
     ]
+    stale += [out / f"{split}.align" for split in SPLITS] + [out / name for name in SPM_FILES]
+    stale += [p for name in (*SPLITS, META_NAME, *SPM_FILES) for p in out.glob(f".{name}.*tmp")]
     for path in stale:
         if path.is_file() and path.resolve() not in inputs:
             path.unlink()
@@ -505,10 +541,10 @@ def _log_summary(cfg: PrepareConfig, meta: DataMeta, stats: dict[str, SplitStats
         if s.empty:
             line += f", {s.empty} skipped for an empty line"
         if name == "train":
-            line += (
-                f", dropped {s.too_long} longer than {cfg.max_len} pieces, {s.too_short} shorter than "
-                f"{cfg.min_len}, {s.bad_ratio} with a length ratio over {cfg.max_len_ratio}"
-            )
+            longer = f"{s.too_long} longer than {cfg.max_len} pieces" if cfg.max_len else "none as too long (no max_len)"
+            ratio = (f"{s.bad_ratio} with a length ratio over {cfg.max_len_ratio}" if cfg.max_len_ratio
+                     else "none for its length ratio (no max_len_ratio)")
+            line += f", dropped {longer}, {s.too_short} shorter than {cfg.min_len}, {ratio}"
             if cfg.max_words:
                 line += f", {s.too_many_words} with a side over {cfg.max_words} words"
         logger.info(line)

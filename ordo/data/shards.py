@@ -18,8 +18,9 @@ import shutil
 from collections.abc import Sequence
 from pathlib import Path
 
-from ordo.data.corpus import META_NAME, DataMeta
+from ordo.data.corpus import META_NAME, DataMeta, ParallelData
 from ordo.data.lattice.corpus import LatticeEncoder
+from ordo.data.textio import copy_tree_atomically
 from ordo.data.vocab import TokenVocab, Vocab, load_vocab
 from ordo.errors import ConfigError, InputError
 
@@ -86,7 +87,8 @@ def shard_metas(dirs: Sequence[Path]) -> list[DataMeta]:
     Raises:
         ConfigError: when ``dirs`` is empty.
         InputError: naming the directory that has no ``data.yaml``, no training split, or a vocabulary other
-            than the first directory's.
+            than the first directory's, or the file of a training split's array that is missing or disagrees with
+            ``data.yaml``.
     """
     if not dirs:
         raise ConfigError("data: no data directory given (use --data DIR or data: in the config)")
@@ -99,6 +101,7 @@ def shard_metas(dirs: Sequence[Path]) -> list[DataMeta]:
         if _recorded_digest(data_dir, meta) != expected:
             raise InputError(f"{data_dir}: its vocabulary differs from that of {dirs[0]}, the first shard; prepare "
                              f"every shard with `ordo prepare --vocab-from {dirs[0]}`")
+        ParallelData.open(data_dir, "train")  # a missing or short array fails now, not at the epoch that reads it
     return metas
 
 
@@ -151,7 +154,7 @@ def copy_vocabs(source_dir: Path, out: Path) -> tuple[Vocab | TokenVocab, Vocab,
         shutil.copyfile(source_dir / name, out / name)
     lattice = None
     if meta.src_lattice:
-        shutil.copytree(source_dir / meta.src_lattice, out / meta.src_lattice, dirs_exist_ok=True)
+        copy_tree_atomically(source_dir / meta.src_lattice, out / meta.src_lattice)
         lattice = LatticeEncoder.load(out / meta.src_lattice)
     tgt_vocab = Vocab.load(out / meta.tgt_vocab)
     if meta.joint_vocab:

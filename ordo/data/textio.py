@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import os
 import re
+import shutil
 import tempfile
 import zlib
 from collections.abc import Iterator
@@ -161,6 +162,40 @@ def atomic_write(path: str | Path, mode: str = "w", encoding: str | None = "utf-
         if os.path.exists(tmp_name):
             os.unlink(tmp_name)
         raise
+
+
+def copy_tree_atomically(source: str | Path, target: str | Path) -> None:
+    """Copy folder ``source`` to ``target``, replacing any ``target``, so that ``target`` is never half-copied.
+
+    The copy is made in a temporary folder beside ``target``, flushed to disk and renamed into place; the old
+    ``target`` is moved aside first and removed last. An interrupted copy leaves the old ``target`` (if any)
+    untouched (and, unless killed outright, no temporary folder); a kill between the two renames leaves no ``target``, which later reads
+    report as missing, never as whole. Files and folders keep the permissions of ``source`` (as
+    ``shutil.copytree``).
+
+    Raises:
+        InputError: naming ``target`` when its folder cannot be made or written to.
+    """
+    source, target = Path(source), Path(target)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent))
+    except OSError as err:
+        raise InputError(f"{target}: cannot write ({err.strerror or err})") from None
+    aside = staging.with_name(staging.name.removesuffix(".tmp") + ".old.tmp")
+    try:
+        shutil.copytree(source, staging, dirs_exist_ok=True)
+        for path in sorted(staging.rglob("*")):
+            if path.is_file():
+                with open(path, "rb") as handle:
+                    os.fsync(handle.fileno())
+        if target.exists():
+            os.replace(target, aside)
+        os.replace(staging, target)
+        fsync_directory(target.parent)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+        shutil.rmtree(aside, ignore_errors=True)
 
 
 class YamlLoader(yaml.SafeLoader):

@@ -20,6 +20,7 @@ from ordo.errors import ConfigError, InputError
 MODEL_TYPES = ("unigram", "bpe")
 _SPECIAL_IDS = frozenset((PAD_ID, BOS_ID, EOS_ID))
 _TOO_FEW_CHARS = re.compile(r"smaller than required_chars\. (\d+) vs (\d+)")
+_NO_CHARS = "(all_chars_count) > (0)"  # SentencePiece's failed check when its sentences hold no character
 # SentencePiece's training threads, the same on every machine: its result depends on how many there are (each
 # sums its share of the sentences), so a count taken from the machine gave another vocabulary, and other tokens,
 # on a machine with another number of cores; 16 trained Multi30k's 8k model in 9 s on 2 cores, 2 in 12 s
@@ -56,9 +57,10 @@ def train_sentencepiece(
         The path of the ``.model`` file.
 
     Raises:
-        ConfigError: for an unknown ``model_type`` or a ``vocab_size`` below the number of characters
-            the corpus needs.
-        InputError: when a training file is missing.
+        ConfigError: for an unknown ``model_type``, or (:class:`VocabSizeTooSmall`) a ``vocab_size`` below the
+            number of characters the corpus needs.
+        InputError: when a training file is missing, or (:class:`NoTrainingText`) holds no character once
+            normalized.
     """
     if model_type not in MODEL_TYPES:
         raise ConfigError(f"model_type: expected one of {', '.join(MODEL_TYPES)}, got {model_type!r}")
@@ -86,7 +88,7 @@ def train_sentencepiece(
             minloglevel=2,
         )
     except RuntimeError as err:
-        raise _training_error(err, vocab_size) from None
+        raise _training_error(err, vocab_size, text_files) from None
     model_path = model_prefix.with_name(model_prefix.name + ".model")
     with atomic_write(model_path, "wb", encoding=None) as handle:
         handle.write(model.getvalue())
@@ -107,14 +109,42 @@ def _lines(text_files: Sequence[str | Path]) -> Iterator[str]:
                 yield line.rstrip("\n")
 
 
-def _training_error(err: RuntimeError, vocab_size: int) -> Exception:
-    """Turn SentencePiece's "vocabulary smaller than the characters" failure into a ConfigError."""
+class VocabSizeTooSmall(ConfigError):
+    """A SentencePiece vocabulary size below the pieces the corpus's characters need.
+
+    Attributes:
+        required: that number of pieces, the smallest size that trains.
+    """
+
+    def __init__(self, message: str, required: int) -> None:
+        super().__init__(message)
+        self.required = required
+
+
+class NoTrainingText(InputError):
+    """SentencePiece found no character to learn from: every sentence of ``files`` is empty once normalized.
+
+    Attributes:
+        files: the training files, as given to :func:`train_sentencepiece`.
+    """
+
+    def __init__(self, files: Sequence[Path]) -> None:
+        super().__init__(f"{' and '.join(map(str, files))}: no text for SentencePiece to learn from (every line is "
+                         "empty once normalized: only spaces, control or zero-width characters)")
+        self.files = list(files)
+
+
+def _training_error(err: RuntimeError, vocab_size: int, text_files: Sequence[Path]) -> Exception:
+    """Turn SentencePiece's "vocabulary smaller than the characters" failure into a :class:`VocabSizeTooSmall`,
+    and its failure on text without characters into a :class:`NoTrainingText`."""
+    if _NO_CHARS in str(err):
+        return NoTrainingText(text_files)
     found = _TOO_FEW_CHARS.search(str(err))
     if found is None:
         return err
-    return ConfigError(
+    return VocabSizeTooSmall(
         f"vocab_size: {vocab_size} is smaller than the {found.group(2)} pieces the corpus's characters "
-        "need; increase vocab_size or lower character_coverage"
+        "need; increase vocab_size or lower character_coverage", int(found.group(2))
     )
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_left
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -26,47 +27,86 @@ RIBES_ALPHA = 0.25  # weight of the unigram precision (Isozaki et al. 2010; WAT)
 RIBES_BETA = 0.10  # weight of the brevity penalty
 
 
-def _count(tokens: Sequence[str], ngram: tuple[str, ...]) -> int:
-    """Occurrences of ``ngram`` in ``tokens`` (overlapping ones counted)."""
-    size = len(ngram)
-    return sum(1 for start in range(len(tokens) - size + 1) if tuple(tokens[start:start + size]) == ngram)
+class _Ngrams:
+    """Occurrence counts and first reference positions of the n-grams of a reference and a hypothesis, each
+    n-gram given an id shared by both sentences, built one length at a time as they are asked for: an
+    (n+1)-gram's id is that of its first n words paired with its last word, so counting a length costs one pass
+    over each sentence, however long the n-grams."""
+
+    def __init__(self, ref: Sequence[str], hyp: Sequence[str]) -> None:
+        words: dict[str, int] = {}
+        self._words = [[words.setdefault(word, len(words)) for word in tokens] for tokens in (ref, hyp)]
+        self._ids: list[list[list[int]]] = []  # [n - 1][0 ref, 1 hyp][start]: the id of the n-gram there
+        self._counts: list[tuple[Counter[int], Counter[int]]] = []
+        self._first: list[dict[int, int]] = []  # [n - 1]: id -> its first start in the reference
+
+    def _grow(self, size: int) -> None:
+        """Index the n-grams of every length up to ``size``."""
+        while len(self._ids) < size:
+            length = len(self._ids)  # the n-grams indexed so far; the next ones have length + 1 words
+            if not length:
+                ids = self._words
+            else:
+                pairs: dict[tuple[int, int], int] = {}
+                ids = [[pairs.setdefault((shorter[start], words[start + length]), len(pairs))
+                        for start in range(len(words) - length)]
+                       for shorter, words in zip(self._ids[-1], self._words)]
+            self._ids.append(ids)
+            self._counts.append((Counter(ids[0]), Counter(ids[1])))
+            first: dict[int, int] = {}
+            for start, ngram in enumerate(ids[0]):
+                first.setdefault(ngram, start)
+            self._first.append(first)
+
+    def counts(self, start: int, size: int) -> tuple[int, int]:
+        """Occurrences in the reference and in the hypothesis of the hypothesis' ``size`` words from ``start``."""
+        self._grow(size)
+        ngram = self._ids[size - 1][1][start]
+        ref_counts, hyp_counts = self._counts[size - 1]
+        return ref_counts[ngram], hyp_counts[ngram]
+
+    def first(self, start: int, size: int) -> int:
+        """The first reference start of the hypothesis' ``size`` words from ``start`` (it is known to occur)."""
+        return self._first[size - 1][self._ids[size - 1][1][start]]
 
 
-def _first(tokens: Sequence[str], ngram: tuple[str, ...]) -> int:
-    """Start of the first occurrence of ``ngram`` in ``tokens`` (it is known to occur)."""
-    size = len(ngram)
-    return next(start for start in range(len(tokens) - size + 1) if tuple(tokens[start:start + size]) == ngram)
-
-
-def _rank_of(index: int, ref: Sequence[str], hyp: Sequence[str]) -> int | None:
+def _rank_of(index: int, ngrams: _Ngrams, ref_length: int, hyp_length: int) -> int | None:
     """The reference position of hypothesis word ``index`` (Isozaki et al. 2010, §3.2), or None when unaligned.
 
     A word that occurs once in each sentence is aligned directly. Otherwise its context grows one word at a time,
     first to the right (``hyp[index:index + k + 1]``), then to the left (``hyp[index - k:index + 1]``), until an
     n-gram occurs exactly once in both sentences; the word takes its place within that n-gram's reference match.
+    A side whose n-gram is absent from the reference stays absent as it grows, so the search stops once both
+    sides are.
     """
-    word = hyp[index]
-    in_ref = ref.count(word)
+    in_ref, in_hyp = ngrams.counts(index, 1)
     if in_ref == 0:
         return None
-    if in_ref == 1 and hyp.count(word) == 1:
-        return ref.index(word)
-    widest = min(max(index, len(hyp) - index + 1), len(ref))
-    for width in range(1, widest):
-        if index + width < len(hyp):
-            right = tuple(hyp[index:index + width + 1])
-            if _count(ref, right) == 1 and _count(hyp, right) == 1:
-                return _first(ref, right)
-        if width <= index:
-            left = tuple(hyp[index - width:index + 1])
-            if _count(ref, left) == 1 and _count(hyp, left) == 1:
-                return _first(ref, left) + width
+    if in_ref == 1 and in_hyp == 1:
+        return ngrams.first(index, 1)
+    right = left = True  # whether the context on that side may still match
+    for width in range(1, min(max(index, hyp_length - index + 1), ref_length)):
+        right = right and index + width < hyp_length
+        if right:
+            in_ref, in_hyp = ngrams.counts(index, width + 1)
+            if in_ref == 1 and in_hyp == 1:
+                return ngrams.first(index, width + 1)
+            right = in_ref > 0
+        left = left and width <= index
+        if left:
+            in_ref, in_hyp = ngrams.counts(index - width, width + 1)
+            if in_ref == 1 and in_hyp == 1:
+                return ngrams.first(index - width, width + 1) + width
+            left = in_ref > 0
+        if not (right or left):
+            return None
     return None
 
 
 def rank_alignment(ref: Sequence[str], hyp: Sequence[str]) -> list[int]:
     """The reference positions of the aligned hypothesis words, in hypothesis order ("worder" in the paper)."""
-    ranks = (_rank_of(index, ref, hyp) for index in range(len(hyp)))
+    ngrams = _Ngrams(ref, hyp)
+    ranks = (_rank_of(index, ngrams, len(ref), len(hyp)) for index in range(len(hyp)))
     return [rank for rank in ranks if rank is not None]
 
 

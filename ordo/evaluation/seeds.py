@@ -278,11 +278,11 @@ def compare_seeds(base_runs: Sequence[list[str]], system_runs: Sequence[list[str
     Raises:
         InputError: too few runs (:class:`SeedTest`), a run whose line count is not the references', a run
             identical to another of its side (one output given twice would fake the spread), or a target gain
-            that is not positive.
+            that is not a positive number (NaN, infinite, 0 or below).
     """
     metric = metric or bleu_metric()
-    if target_gain is not None and target_gain <= 0:
-        raise InputError(f"target gain {target_gain}: give the (positive) gain a claim states")
+    if target_gain is not None and not (0 < target_gain < math.inf):
+        raise InputError(f"target gain {target_gain}: give the (positive, finite) gain a claim states")
     for side, runs in (("baseline", base_runs), ("system", system_runs)):
         for number, hyps in enumerate(runs, 1):
             if len(hyps) != len(refs):

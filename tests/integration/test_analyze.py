@@ -70,6 +70,9 @@ def test_a_system_name_given_twice_is_refused_rather_than_one_system_dropped(sma
     ("length", ["--bounds", "10,x"], "argument --bounds: expected comma-separated ints, got '10,x'"),
     ("order", ["--align", "links.txt", "--edges=-0.2,high"],
      "argument --edges: expected comma-separated floats, got '-0.2,high'"),
+    ("order", ["--align", "links.txt", "--edges=-0.2,nan"],
+     "argument --edges: expected comma-separated floats, got '-0.2,nan'"),
+    ("order", ["--align", "links.txt", "--edges=inf"], "argument --edges: expected comma-separated floats, got 'inf'"),
     ("robustness", ["--run", "a=run", "--step", "0"], "argument --step: 0 is below its minimum 1"),
     ("robustness", ["--run", "a=run", "--step", "-10"], "argument --step: -10 is below its minimum 1"),
 ])

@@ -135,7 +135,10 @@ def test_analyze_order_buckets_by_alignment_tau_and_checks_line_counts(tmp_path,
     assert main([*common, "--align", str(tmp_path / "short")]) != 0
     assert "1 lines of links for 3 test pairs" in capsys.readouterr().err
     (tmp_path / "mono").write_text("0-0 1-1 2-2 3-3\n" * 3)  # a system that keeps the source order everywhere
-    assert main([*common, "--align", str(tmp_path / "align"), "--hyp-align", f"mono={tmp_path / 'mono'}"]) == 0
+    assert main([*common, "--align", str(tmp_path / "align"), "--hyp-align", f"mono={tmp_path / 'mono'}"]) != 0
+    assert "--hyp-align mono=" in capsys.readouterr().err  # its links are checked against mono's output
+    with_mono = [*common, "--hyp", f"mono={tmp_path / 'src'}", "--align", str(tmp_path / "align")]
+    assert main([*with_mono, "--hyp-align", f"mono={tmp_path / 'mono'}"]) == 0
     ref_row, mono_row = (line.split("\t") for line in (tmp_path / "out" / "order_tau.tsv").read_text().splitlines()[1:])
     assert ref_row[0] == "reference" and float(ref_row[4]) == pytest.approx(100 / 3)  # one monotone pair of 3
     assert float(ref_row[2]) == pytest.approx((1 - 1 + 2 / 3) / 3)  # τ 1, -1 and 4/6

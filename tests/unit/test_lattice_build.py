@@ -84,6 +84,14 @@ def test_segmenter_specs_are_checked():
         check_specs(["chars", "chars"], "here")
 
 
+@pytest.mark.parametrize("specs", ["spm:100", ["chars", 5], [None]])
+def test_segmenters_that_are_not_a_list_of_names_are_named(specs):
+    """Before, ``segmenters: [chars, 5]`` was a traceback (AttributeError), and ``segmenters: spm:100`` (no list)
+    an unknown segmenter 's'."""
+    with pytest.raises(ConfigError, match=r"prepare: lattice\.segmenters: expected a list of segmenter names"):
+        check_specs(specs, "prepare: lattice.segmenters")
+
+
 def test_missing_segmenter_package_names_the_package(monkeypatch):
     monkeypatch.setitem(sys.modules, "thulac", None)  # makes `import thulac` fail
     with pytest.raises(ConfigError, match=r"'thulac'.*pip install thulac"):
@@ -109,6 +117,14 @@ def test_token_vocab_round_trip_and_unknown_tokens(tmp_path):
     assert loaded.lookup(["▁the", "猫", "dog", "<pad>"]) == [4, 6, UNK_ID, 5]  # a literal "<pad>" is a token
     with pytest.raises(InputError, match="first four tokens"):
         TokenVocab(["a", "b", "c", "d"], tmp_path / "x.tokens")
+
+
+def test_an_spm_segmenter_too_small_for_the_characters_is_named(corpus, tmp_path):
+    """Before, the error blamed ``vocab_size: 8`` while vocab_size was 60: the 8 was the spm:8 segmenter's."""
+    with pytest.raises(ConfigError, match=r"^prepare: lattice\.segmenters: spm:8 is smaller than the \d+ pieces the "
+                                          r"corpus's characters need; use spm:\d+ or more"):
+        prepare(PrepareConfig(**corpus, out=str(tmp_path / "data"), vocab_size=60,
+                              lattice=LatticeConfig(["spm:8", "spm:60"])), progress=False)
 
 
 def test_prepare_writes_lattice_sources_with_spans(corpus, tmp_path):

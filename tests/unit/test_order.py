@@ -95,3 +95,51 @@ def test_difficulty_buckets_cover_every_sentence_hardest_first():
     assert len(buckets) == 3 and buckets[0].high < buckets[1].low and buckets[1].high < buckets[2].low
     assert [len(b.indices) for b in difficulty_buckets(taus, edges=[0.0])] == [2, 7]
     assert difficulty_buckets([]) == []
+
+
+def _rank_by_definition(index, ref, hyp):
+    """Isozaki et al. 2010's rule as written (§3.2), n-grams counted afresh: the oracle of the fast code."""
+
+    def count(tokens, ngram):
+        return sum(tuple(tokens[s:s + len(ngram)]) == ngram for s in range(len(tokens) - len(ngram) + 1))
+
+    def first(tokens, ngram):
+        return next(s for s in range(len(tokens)) if tuple(tokens[s:s + len(ngram)]) == ngram)
+
+    word = hyp[index]
+    if ref.count(word) == 0:
+        return None
+    if ref.count(word) == 1 and hyp.count(word) == 1:
+        return ref.index(word)
+    for width in range(1, min(max(index, len(hyp) - index + 1), len(ref))):
+        if index + width < len(hyp):
+            right = tuple(hyp[index:index + width + 1])
+            if count(ref, right) == 1 and count(hyp, right) == 1:
+                return first(ref, right)
+        if width <= index:
+            left = tuple(hyp[index - width:index + 1])
+            if count(ref, left) == 1 and count(hyp, left) == 1:
+                return first(ref, left) + width
+    return None
+
+
+def test_rank_alignment_gives_the_rule_as_written_on_varied_inputs():
+    rng = random.Random(5)
+    for case in range(400):
+        vocab = "abcdefgh"[: rng.randint(1, 8)]  # few word types: repeats and long shared contexts
+        ref = [rng.choice(vocab) for _ in range(rng.randint(0, 25))]
+        if case % 3 == 0:  # an output that is a copy of the reference with faults
+            hyp = [w for w in ref if rng.random() > 0.2] + [rng.choice(vocab)] * rng.randint(0, 6)
+        else:
+            hyp = [rng.choice(vocab + "xy") for _ in range(rng.randint(0, 25))]
+        expected = [r for r in (_rank_by_definition(i, ref, hyp) for i in range(len(hyp))) if r is not None]
+        assert rank_alignment(ref, hyp) == expected, (ref, hyp)
+
+
+def test_ribes_of_a_long_output_of_one_repeated_word_takes_no_time():
+    import time
+
+    start = time.perf_counter()
+    assert sentence_ribes(["a"] * 150, ["a"] * 200) == 0.0
+    assert sentence_ribes(["a"] + ["b"] * 100, ["b"] * 300) == 0.0
+    assert time.perf_counter() - start < 0.5

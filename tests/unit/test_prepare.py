@@ -6,6 +6,7 @@ import gzip
 import itertools
 import logging
 import random
+import re
 import tracemalloc
 import unicodedata
 from collections import Counter
@@ -18,10 +19,11 @@ from ordo.config import from_dict
 from ordo.data import corpus as corpus_module
 from ordo.data import prepare as prepare_module
 from ordo.data import vocab as vocab_module
+from ordo.data.alignment import reorder_field
 from ordo.data.corpus import DataMeta, ParallelData, load_vocabs, write_field
 from ordo.data.lattice.corpus import LatticeConfig
 from ordo.data.prepare import PrepareConfig, length_problem, prepare, sample_flags
-from ordo.data.textio import read_lines
+from ordo.data.textio import iter_lines, read_lines
 from ordo.data.vocab import train_sentencepiece
 from ordo.errors import ConfigError, InputError
 
@@ -388,3 +390,105 @@ def test_prepare_memory_is_flat_in_the_corpus_size(tmp_path, monkeypatch):
         peaks.append(peak_python_bytes(corpus, tmp_path / f"data{count}"))
     # 1,500 more pairs of about 60 bytes of text and ids each would add at least 90 KB if held together
     assert peaks[1] - peaks[0] < 32 * 1024, peaks
+
+
+def diagonal_links(src: Path, tgt: Path, aligner: str, symmetrization: str):
+    """A stand-in aligner: word j of every source line linked to target word j (as far as the target reaches)."""
+    for (_, a), (_, b) in zip(iter_lines(src), iter_lines(tgt)):
+        yield {(j, j) for j in range(min(len(a.split()), len(b.split())))}
+
+
+def test_reorder_positions_write_data_yaml_once_with_the_field(tiny_corpus, tmp_path, monkeypatch):
+    monkeypatch.setattr(reorder_field, "align_files", diagonal_links)
+    out = tmp_path / "data"
+    meta = prepare(config(tiny_corpus, out, reorder_positions=True), progress=False)
+    assert meta == DataMeta.load(out)
+    assert meta.fields == {split: ["reorder_positions"] for split in ("train", "valid", "test")}
+    train = ParallelData.open(out, "train")
+    assert [len(row) for row in train.fields["reorder_positions"]] == train.src.lengths.tolist()
+    assert len(read_lines(out / "test.align")) == meta.splits["test"]
+
+
+def test_a_failed_alignment_leaves_no_data_yaml(tiny_corpus, tmp_path, monkeypatch):
+    """Before, data.yaml was written before the alignment ran: a directory without the field looked complete."""
+
+    def failing(*args):
+        yield from itertools.islice(diagonal_links(*args), 10)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(reorder_field, "align_files", failing)
+    out = tmp_path / "data"
+    with pytest.raises(KeyboardInterrupt):
+        prepare(config(tiny_corpus, out, reorder_positions=True), progress=False)
+    assert not (out / "data.yaml").exists()
+
+
+def test_an_input_file_that_prepare_would_overwrite_is_refused(tiny_corpus, tmp_path):
+    """Before, ``--train-src DIR/train.src.txt --out DIR`` replaced the input by its kept pairs (5 of 300 lines
+    with max_len 10)."""
+    out = tmp_path / "data"
+    out.mkdir()
+    inputs = {**tiny_corpus, "train_src": out / "train.src.txt"}
+    inputs["train_src"].write_bytes(tiny_corpus["train_src"].read_bytes())
+    before = inputs["train_src"].read_bytes()
+    with pytest.raises(ConfigError, match=f"train_src {re.escape(str(inputs['train_src']))}: prepare writes"):
+        prepare(config(inputs, out, max_len=3), progress=False)
+    assert inputs["train_src"].read_bytes() == before
+    assert sorted(p.name for p in out.iterdir()) == ["train.src.txt"]
+
+
+def test_a_rerun_with_other_settings_leaves_no_stale_vocabulary_or_alignment(tiny_corpus, tmp_path, monkeypatch):
+    """Before, a joint model's spm.model stayed beside spm.src/tgt.model, and {split}.align beside data that
+    had no reorder_positions any more."""
+    monkeypatch.setattr(reorder_field, "align_files", diagonal_links)
+    out = tmp_path / "data"
+    prepare(config(tiny_corpus, out, reorder_positions=True), progress=False)
+    assert (out / "spm.model").is_file() and (out / "train.align").is_file()
+    prepare(config(tiny_corpus, out, joint_vocab=False), progress=False)
+    assert not list(out.glob("*.align")) and not (out / "spm.model").exists() and not (out / "spm.vocab").exists()
+    assert (out / "spm.src.model").is_file()
+
+
+def test_max_len_0_is_logged_as_no_limit(tiny_corpus, tmp_path, caplog):
+    """Before, the summary said "dropped 0 longer than 0 pieces"."""
+    with caplog.at_level(logging.INFO, logger="ordo.data.prepare"):
+        prepare(config(tiny_corpus, tmp_path / "data", max_len=0), progress=False)
+    assert "longer than 0 pieces" not in caplog.text and "no max_len" in caplog.text
+
+
+def test_a_bad_value_is_blamed_on_where_it_was_given(tmp_path, capsys):
+    """Before, a bad ``--set`` value was blamed on the config file (``prep.yaml.vocab_size: ...``)."""
+    from ordo.cli import main
+
+    config = tmp_path / "prep.yaml"
+    config.write_text("vocab_size: 100\n")
+    base = ["prepare", "--out", str(tmp_path / "d"), "--train-src", "x", "--train-tgt", "y"]
+    assert main([*base, str(config), "--set", "vocab_size=8k"]) == 2
+    assert "prep.yaml + --set: vocab_size: expected int, got '8k'" in capsys.readouterr().err
+    config.write_text("vocab_size: 8k\n")
+    assert main([*base, str(config)]) == 2
+    assert "prep.yaml: vocab_size: expected int, got '8k'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("joint", [True, False])
+def test_a_side_with_nothing_sentencepiece_keeps_is_named(tiny_corpus, tmp_path, joint):
+    """Before, a traceback: SentencePiece's RuntimeError "(all_chars_count) > (0)" when every line of what it learns
+    from is characters its normalization removes (zero-width spaces)."""
+    inputs = dict(tiny_corpus)
+    inputs["train_tgt"] = write_text(tmp_path / "zero_width.tgt", ["\u200b"] * 300)
+    if joint:
+        inputs["train_src"] = inputs["train_tgt"]
+    with pytest.raises(InputError, match=f"{re.escape(str(inputs['train_tgt']))}: no text for SentencePiece"):
+        prepare(config(inputs, tmp_path / "data", joint_vocab=joint), progress=False)
+
+
+@pytest.mark.parametrize(("split", "lines"), [("valid", []), ("test", [" ", "x"])])
+def test_a_held_out_split_without_pairs_is_refused_before_anything_is_written(tiny_corpus, tmp_path, split, lines):
+    """Before, ``valid: 0 pairs read, 0 kept``: training then validated on nothing (loss 0.000 every time)."""
+    inputs = {**tiny_corpus, f"{split}_src": write_text(tmp_path / "held.src", lines),
+              f"{split}_tgt": write_text(tmp_path / "held.tgt", lines[::-1])}
+    out = tmp_path / "data"
+    with pytest.raises(InputError, match=f"{re.escape(str(inputs[f'{split}_src']))}: no sentence pairs in the "
+                                         f"{split} split"):
+        prepare(config(inputs, out, empty_lines="skip"), progress=False)
+    assert not out.exists()

@@ -200,3 +200,9 @@ def test_ribes_judges_word_order_where_bleu_barely_moves():
     assert ribes.metric == "RIBES" and ribes.test.system_scores[0] == pytest.approx(100.0)
     assert ribes.test.mean_gain > 2 * bleu.test.mean_gain > 0 and ribes.verdict == GAIN
     assert ribes.sentence_p < 0.01
+
+
+@pytest.mark.parametrize("target", [float("nan"), float("inf"), -1.0])
+def test_a_target_gain_that_no_claim_states_is_named_rather_than_judged(target):
+    with pytest.raises(InputError, match=f"target gain {target}: give the"):
+        compare_seeds([REFS, run(0)], [REFS, run(1)], REFS, EXACT, target_gain=target)

@@ -67,6 +67,18 @@ def test_vocab_from_a_directory_without_data_yaml_fails_before_reading_the_corpu
         prepare(cfg, progress=False)
 
 
+def test_vocab_from_a_directory_without_its_model_fails_before_reading_the_corpus(sharded_data, tmp_path):
+    """Before, the corpus was read and checked first, and the output directory made."""
+    source = tmp_path / "source"
+    shutil.copytree(sharded_data[0], source)
+    (source / "spm.model").unlink()
+    cfg = PrepareConfig(train_src=str(tmp_path / "missing.src"), train_tgt=str(tmp_path / "missing.tgt"),
+                        out=str(tmp_path / "out"), vocab_from=str(source))
+    with pytest.raises(InputError, match=f"{re.escape(str(source / 'spm.model'))}: no such file"):
+        prepare(cfg, progress=False)
+    assert not (tmp_path / "out").exists()
+
+
 def test_data_setting_splits_on_colons():
     assert data_dirs("a") == [Path("a")]
     assert data_dirs("a:b/c::d") == [Path("a"), Path("b/c"), Path("d")]
@@ -117,3 +129,23 @@ def test_a_lattice_corpus_shares_its_lattice_directory(tmp_path):
     assert second.vocab_sha256 == first.vocab_sha256 and second.src_lattice == first.src_lattice
     assert second.fields == {"train": ["lattice_start", "lattice_end"]}
     assert len(shard_metas([tmp_path / "first", tmp_path / "second"])) == 2
+
+
+@pytest.mark.parametrize("missing", ["train.tgt.bin", "train.src.idx"])
+def test_shard_metas_name_a_shard_whose_training_arrays_are_missing(sharded_data, tmp_path, missing):
+    """Before, the run started and stopped at the epoch that reached the shard, maybe hours later."""
+    broken = tmp_path / "broken"
+    shutil.copytree(sharded_data[1], broken)
+    (broken / missing).unlink()
+    with pytest.raises(InputError, match=f"{re.escape(str(broken / missing))}: no such file"):
+        shard_metas([sharded_data[0], broken])
+
+
+def test_shard_metas_name_a_shard_whose_arrays_disagree_with_its_data_yaml(sharded_data, tmp_path):
+    broken = tmp_path / "broken"
+    shutil.copytree(sharded_data[1], broken)
+    meta = DataMeta.load(broken)
+    meta.splits["train"] += 1
+    meta.save(broken)
+    with pytest.raises(InputError, match=f"{re.escape(str(broken))}: split train has"):
+        shard_metas([sharded_data[0], broken])

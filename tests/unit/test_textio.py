@@ -3,11 +3,12 @@
 import gzip
 import io
 import os
+import shutil
 import threading
 
 import pytest
 
-from ordo.data.textio import atomic_write, iter_stream_lines, parse_yaml, read_lines
+from ordo.data.textio import atomic_write, copy_tree_atomically, iter_stream_lines, parse_yaml, read_lines
 from ordo.errors import InputError
 
 
@@ -130,3 +131,33 @@ def test_atomic_write_flushes_the_file_before_the_rename_and_the_folder_after(tm
     with atomic_write(tmp_path / "f.txt") as handle:
         handle.write("x\n")
     assert fsync_events == ["fsync file", "replace", "fsync dir"]
+
+
+def test_copy_tree_atomically_replaces_the_target_whole_or_not_at_all(tmp_path, monkeypatch):
+    """For a run's copy of a lattice folder: a copy killed part-way must not leave a folder that loads as if whole
+    (shutil.copytree over the old folder left a truncated file in it)."""
+    source, target = tmp_path / "source", tmp_path / "run" / "lattice"
+    source.mkdir()
+    for name, text in (("a.txt", "new a\n"), ("b.txt", "new b\n")):
+        (source / name).write_text(text)
+    target.mkdir(parents=True)
+    (target / "a.txt").write_text("old a\n")
+    (target / "stale.txt").write_text("old\n")
+    real_copy = shutil.copyfile
+
+    def killed(src, dst, **kwargs):
+        if os.fspath(src).endswith("b.txt"):
+            raise KeyboardInterrupt
+        return real_copy(src, dst, **kwargs)
+
+    monkeypatch.setattr(shutil, "copyfile", killed)
+    with pytest.raises(KeyboardInterrupt):
+        copy_tree_atomically(source, target)
+    assert sorted(os.listdir(target)) == ["a.txt", "stale.txt"] and read_lines(target / "a.txt") == ["old a"]
+    assert os.listdir(target.parent) == ["lattice"]
+    monkeypatch.setattr(shutil, "copyfile", real_copy)
+    copy_tree_atomically(source, target)
+    assert sorted(os.listdir(target)) == ["a.txt", "b.txt"] and read_lines(target / "b.txt") == ["new b"]
+    assert os.listdir(target.parent) == ["lattice"]
+    copy_tree_atomically(source, tmp_path / "fresh")
+    assert sorted(os.listdir(tmp_path / "fresh")) == ["a.txt", "b.txt"]

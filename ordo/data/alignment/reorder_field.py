@@ -13,7 +13,7 @@ from typing import IO
 from ordo.data.alignment.aligners import align_files
 from ordo.data.alignment.links import Link, check_range, format_links, split_words
 from ordo.data.alignment.target_order import piece_positions, target_order
-from ordo.data.corpus import ParallelData, TokenArray, write_field
+from ordo.data.corpus import DataMeta, TokenArray, add_field_name, write_field_array
 from ordo.data.textio import atomic_write, iter_lines
 from ordo.data.vocab import Vocab
 
@@ -65,37 +65,41 @@ def reorder_rows(
         yield [p + 1 for p in piece_positions(target_order(len(words), links), counts)]
 
 
-def add_reorder_field(data_dir: Path, split: str, alignments: Iterable[set[Link]], where: str) -> FieldStats:
+def add_reorder_field(data_dir: Path, meta: DataMeta, split: str, alignments: Iterable[set[Link]],
+                      where: str) -> FieldStats:
     """Compute and store ``reorder_positions`` for ``split`` of a prepared directory from its alignments
-    (one link set per kept pair, in order; ``where`` names their source in errors)."""
-    data = ParallelData.open(data_dir, split)
-    vocab = Vocab.load(data_dir / data.meta.src_vocab)
+    (one link set per kept pair, in order; ``where`` names their source in errors), and record the field in
+    ``meta``, the directory's metadata, which the caller saves."""
+    src = TokenArray.open(data_dir / f"{split}.src")
+    vocab = Vocab.load(data_dir / meta.src_vocab)
     stats = FieldStats()
     src_lines = (text for _, text in iter_lines(data_dir / f"{split}.src.txt"))
     tgt_lines = (text for _, text in iter_lines(data_dir / f"{split}.tgt.txt"))
-    rows = reorder_rows(data.src, src_lines, tgt_lines, vocab, alignments, where, stats)
-    write_field(data_dir, split, FIELD, rows, max_value=int(data.src.lengths.max()) if len(data) else 1)
+    rows = reorder_rows(src, src_lines, tgt_lines, vocab, alignments, where, stats)
+    write_field_array(data_dir, split, FIELD, rows, max_value=int(src.lengths.max()) if len(src) else 1)
+    add_field_name(meta, split, FIELD)
     if stats.unsegmentable:
         logger.warning("%s: %d of %d sentences did not split into words; they keep sequential positions",
                        split, stats.unsegmentable, stats.sentences)
     return stats
 
 
-def align_and_store(data_dir: Path, splits: Sequence[str], aligner: str, symmetrization: str) -> None:
-    """Align the kept pairs of ``splits`` together (more text, better alignments), write each split's links to
-    ``{split}.align`` (Pharaoh, 0-based) and its ``reorder_positions`` field."""
+def align_and_store(data_dir: Path, meta: DataMeta, aligner: str, symmetrization: str) -> None:
+    """Align the kept pairs of every split of ``meta`` together (more text, better alignments), write each
+    split's links to ``{split}.align`` (Pharaoh, 0-based) and its ``reorder_positions`` field, and record the
+    fields in ``meta``; ``data.yaml`` is left to the caller, to be written once everything else is."""
     data_dir = Path(data_dir)
     with tempfile.TemporaryDirectory(prefix="ordo-align-") as tmp:
         joined = {side: Path(tmp) / f"all.{side}" for side in ("src", "tgt")}
         for side, path in joined.items():
             with open(path, "w", encoding="utf-8") as out:
-                for split in splits:
+                for split in meta.splits:
                     out.writelines(text + "\n" for _, text in iter_lines(data_dir / f"{split}.{side}.txt"))
         links = align_files(joined["src"], joined["tgt"], aligner, symmetrization)
-        for split in splits:
-            count = len(ParallelData.open(data_dir, split))
+        for split, count in meta.splits.items():
             with atomic_write(data_dir / f"{split}.align") as handle:
-                add_reorder_field(data_dir, split, _written(links, count, handle), str(data_dir / f"{split}.align"))
+                add_reorder_field(data_dir, meta, split, _written(links, count, handle),
+                                  str(data_dir / f"{split}.align"))
 
 
 def _written(links: Iterator[set[Link]], count: int, handle: IO) -> Iterator[set[Link]]:

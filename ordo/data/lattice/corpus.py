@@ -29,7 +29,7 @@ import yaml
 from ordo.data.lattice.graph import FIELD_END, FIELD_START, Lattice, SegmentationMismatch, build_lattice
 from ordo.data.lattice.segmenters import SPM_PREFIX, Segmenter, check_specs, load_segmenter, spm_model_name
 from ordo.data.textio import atomic_write, read_yaml
-from ordo.data.vocab import TokenVocab, train_sentencepiece
+from ordo.data.vocab import TokenVocab, VocabSizeTooSmall, train_sentencepiece
 from ordo.errors import ConfigError, InputError
 
 logger = logging.getLogger("ordo.data.lattice")
@@ -174,13 +174,19 @@ def train_lattice_encoder(
 
     Raises:
         InputError: naming ``file:line`` when the segmenters disagree on a sentence.
-        ConfigError: a segmenter whose package is not installed (the package is named).
+        ConfigError: a segmenter whose package is not installed (the package is named), or an ``spm:N`` whose N
+            is below the pieces the characters need.
     """
     directory.mkdir(parents=True, exist_ok=True)
     for spec in cfg.segmenters:
         if spec.startswith(SPM_PREFIX):
             prefix = directory / spm_model_name(spec).removesuffix(".model")
-            train_sentencepiece([spm_source], prefix, int(spec[len(SPM_PREFIX):]), **spm_options)
+            try:
+                train_sentencepiece([spm_source], prefix, int(spec[len(SPM_PREFIX):]), **spm_options)
+            except VocabSizeTooSmall as err:
+                raise ConfigError(f"prepare: lattice.segmenters: {spec} is smaller than the {err.required} pieces the "
+                                  f"corpus's characters need; use {SPM_PREFIX}{err.required} or more, or lower "
+                                  "character_coverage") from None
     segmenters = [load_segmenter(spec, directory) for spec in cfg.segmenters]
     counts = _count_tokens(LatticeEncoder(segmenters, TokenVocab(TokenVocab.SPECIALS, directory / VOCAB_NAME)), sources)
     ranked = sorted(counts, key=lambda token: (-counts[token], token))

@@ -122,11 +122,15 @@ class ThulacSegmenter(WordSegmenter):
 
 
 def check_specs(specs: list[str], where: str) -> None:
-    """Reject unknown segmenter specs, duplicates, and a mix of ``spm:N`` with word segmenters.
+    """Reject a ``specs`` that is not a list of names, unknown segmenter specs, duplicates, and a mix of ``spm:N``
+    with word segmenters.
 
     Raises:
         ConfigError: naming ``where`` and the bad spec.
     """
+    if not isinstance(specs, list) or not all(isinstance(spec, str) for spec in specs):
+        raise ConfigError(f"{where}: expected a list of segmenter names such as [spm:2000, spm:4000] or "
+                          f"[jieba, thulac, chars], got {specs!r}")
     for spec in specs:
         if spec in WORD_SEGMENTERS:
             continue
