@@ -654,8 +654,9 @@ def run_align(args: argparse.Namespace) -> None:
         if run.lattice is not None:
             raise ConfigError(f"{args.model}: a lattice run's attention is over lattice edges, not the source's "
                               "words, so it gives no word links; align with --aligner instead")
+        links = align_with_model(run, sources, targets, (args.src, args.tgt))
         with atomic_write(args.out) as handle:
-            handle.writelines(format_links(links) + "\n" for links in align_with_model(run, sources, targets))
+            handle.writelines(format_links(pair) + "\n" for pair in links)
         print(f"{len(sources)} alignments from {args.model}'s attention -> {args.out}")
         return
     print(f"{write_alignment(args.src, args.tgt, args.out, args.aligner, args.symmetrization)} alignments -> {args.out}")
@@ -692,10 +693,11 @@ def run_export(args: argparse.Namespace) -> None:
 
 
 def _served_runs(specs: list[str]) -> list[tuple[str, Path]]:
-    """``[NAME=]RUN`` flags as (name, run directory) pairs; a name given twice is an error."""
+    """``[NAME=]RUN`` flags as (name, run directory) pairs; a name given twice is an error. A flag that names an
+    existing directory is a RUN, whatever ``=`` its path holds (``runs/lr=1e-3``)."""
     named = []
     for spec in specs:
-        name, sep, run = spec.partition("=")
+        name, sep, run = ("", "", spec) if Path(spec).is_dir() else spec.partition("=")
         if sep and not (name and run):
             raise ConfigError(f"--model {spec}: expected RUN or NAME=RUN")
         named.append((name, Path(run)) if sep else (Path(spec).name or spec, Path(spec)))

@@ -53,9 +53,11 @@ def attention_matrices(run: LoadedRun, sources: list[str], targets: list[str], m
         yield found.pop(index)
 
 
-def align_with_model(run: LoadedRun, sources: list[str], targets: list[str]) -> Iterator[set[Link]]:
-    """Word links of every (source, reference) pair from the model's attention (see the module docstring)."""
-    for index, attention in enumerate(attention_matrices(run, sources, targets)):
+def align_with_model(run: LoadedRun, sources: list[str], targets: list[str],
+                     files: tuple[str, str] = ("source", "target")) -> Iterator[set[Link]]:
+    """Word links of every (source, reference) pair from the model's attention (see the module docstring);
+    ``files`` name the two sides' files in errors."""
+    for index, attention in enumerate(attention_matrices(run, sources, targets, files=files)):
         src_counts = pieces_per_word(run.src_vocab.pieces(run.src_vocab.encode(sources[index])))
         tgt_counts = pieces_per_word(run.tgt_vocab.pieces(run.tgt_vocab.encode(targets[index])))
         if len(src_counts) != len(split_words(sources[index])) or len(tgt_counts) != len(split_words(targets[index])):

@@ -253,6 +253,15 @@ def test_a_model_with_an_empty_name_or_run_is_an_error(spec, capsys):
     assert capsys.readouterr().err == f"ordo serve: error: --model {spec}: expected RUN or NAME=RUN\n"
 
 
+def test_a_run_folder_with_an_equals_sign_is_a_run_not_a_name(tmp_path):
+    """Before, ``--model runs/lr=1e-3`` was read as the run ``1e-3`` named ``runs/lr``."""
+    from ordo.cli import _served_runs
+
+    run = tmp_path / "lr=1e-3"
+    run.mkdir()
+    assert _served_runs([str(run), f"b={run}"]) == [("lr=1e-3", run), ("b", run)]
+
+
 def test_a_port_in_use_is_an_error_before_the_models_load(tmp_path, capsys):
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))

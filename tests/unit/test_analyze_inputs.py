@@ -175,3 +175,16 @@ def test_attention_over_an_over_long_line_names_its_file_and_line(side, corpora,
     assert main(["analyze", "attention", "--run", f"t={run}", "--src", str(files["src"]), "--ref", str(files["ref"]),
                  "--out", str(tmp_path / "out"), "--line", "2", "--checkpoint", "last", "--device", "cpu"]) == 2
     assert f"{files[side]}:2: " in (err := capsys.readouterr().err) and "more than model.max_positions-1=127" in err
+
+
+@pytest.mark.parametrize("side", ["src", "tgt"])
+def test_align_with_a_model_over_an_over_long_line_names_its_file_and_line(side, corpora, tmp_path, capsys):
+    """Before, an over-long target was named ``target:2``, not by its file."""
+    run = train(corpora["aligned"], tmp_path / "run", "model.max_positions=128")
+    files = {"src": tmp_path / "src.txt", "tgt": tmp_path / "tgt.txt"}
+    for name, path in files.items():
+        path.write_text("a b\n" + (" ".join(["a"] * 150) if name == side else "a b") + "\n")
+    assert main(["align", "--model", str(run), "--checkpoint", "last", "--src", str(files["src"]),
+                 "--tgt", str(files["tgt"]), "--out", str(tmp_path / "out.align")]) == 2
+    assert f"{files[side]}:2: " in (err := capsys.readouterr().err) and "more than model.max_positions-1=127" in err
+    assert not (tmp_path / "out.align").exists()
