@@ -179,7 +179,7 @@ def check_positions(cfg: ExperimentConfig, dirs: list[Path], meta: DataMeta) -> 
                                  f"model.max_positions, or {remedy}")
 
 
-def missing_fields_message(data_dir: Path, meta: DataMeta, missing: list[str]) -> str:
+def _missing_fields_message(data_dir: Path, meta: DataMeta, missing: list[str]) -> str:
     """The error for methods that need per-token batch fields ``missing`` that the training data ``data_dir``
     (whose ``data.yaml`` is ``meta``) lacks, with how to prepare it: ExGRE/ReFSR's ``reorder_positions`` (which a
     lattice corpus cannot have: it aligns the source's words, not lattice edges), or a lattice's spans."""
@@ -219,7 +219,7 @@ def train(cfg: ExperimentConfig, run_dir: str | Path) -> Progress:
     for shard_dir, shard_meta in zip(dirs, metas):
         missing = [f for f in built.fields if f not in shard_meta.fields.get("train", [])]
         if missing:
-            raise ConfigError(missing_fields_message(shard_dir, shard_meta, missing))
+            raise ConfigError(_missing_fields_message(shard_dir, shard_meta, missing))
     params = count_parameters(built.model)
     logger.info("model: %s, %d parameters (%.2fM)", cfg.model.family, params, params / 1e6)
     if main_process:

@@ -644,16 +644,14 @@ def run_align(args: argparse.Namespace) -> None:
     setup_logging()
     if args.model:
         from ordo import api
-        from ordo.analysis.attention_align import align_with_model
+        from ordo.analysis.attention_align import align_with_model, refuse_lattice_run
         from ordo.data.alignment.links import format_links
         from ordo.data.textio import atomic_write
         from ordo.evaluation.bleu import read_hyp_ref
 
         sources, targets = read_hyp_ref(args.src, args.tgt)
         run = api.load_run(args.model, args.checkpoint, args.device)
-        if run.lattice is not None:
-            raise ConfigError(f"{args.model}: a lattice run's attention is over lattice edges, not the source's "
-                              "words, so it gives no word links; align with --aligner instead")
+        refuse_lattice_run(run, args.model)
         links = align_with_model(run, sources, targets, (args.src, args.tgt))
         with atomic_write(args.out) as handle:
             handle.writelines(format_links(pair) + "\n" for pair in links)

@@ -20,7 +20,19 @@ from ordo.data.alignment.reorder_field import pieces_per_word
 from ordo.data.batching import collate, epoch_batches
 from ordo.data.source import EncodedSource, refuse_over_long
 from ordo.decoding.attention import forced_attention, hard_links, pool_to_words
-from ordo.errors import InputError
+from ordo.errors import ConfigError, InputError
+
+
+def refuse_lattice_run(run: LoadedRun, where: str) -> None:
+    """Refuse a run trained on lattices for word-level attention (``ordo align --model``, ``analyze attention``):
+    its attention is over lattice edges, not the source's pieces or words.
+
+    Raises:
+        ConfigError: naming ``where`` (the run as the user gave it).
+    """
+    if run.lattice is not None:
+        raise ConfigError(f"{where}: a lattice run's attention is over lattice edges, not the source's words, so it "
+                          "gives no word links or attention matrix over them (word links: ordo align --aligner)")
 
 
 @torch.inference_mode()

@@ -121,9 +121,9 @@ def attention_plots(runs: Sequence[tuple[str, Path]], sources: list[str], refs: 
         InputError: for a ``line`` outside the test set, or one longer than a run's positions.
         ConfigError: for a run trained on lattices (its attention is over lattice edges, not the source's pieces).
     """
-    from ordo.analysis.attention_align import attention_matrices
+    from ordo.analysis.attention_align import attention_matrices, refuse_lattice_run
     from ordo.analysis.plots import heatmap
-    from ordo.errors import ConfigError, InputError
+    from ordo.errors import InputError
 
     if not 1 <= line <= len(sources):
         raise InputError(f"--line {line}: the test set has lines 1..{len(sources)}")
@@ -131,9 +131,7 @@ def attention_plots(runs: Sequence[tuple[str, Path]], sources: list[str], refs: 
     paths = []
     for name, run_dir in runs:
         run = load_run(run_dir, checkpoint, device)
-        if run.lattice is not None:
-            raise ConfigError(f"--run {name}={run_dir}: a lattice run's attention is over lattice edges, not the "
-                              "source's pieces, so it has no attention matrix to show")
+        refuse_lattice_run(run, f"--run {name}={run_dir}")
         matrix = next(attention_matrices(run, [source], [reference], files=files, first_line=line))
         columns = [*run.src_vocab.pieces(run.src_vocab.encode(source)), "</s>"]
         rows = [*run.tgt_vocab.pieces(run.tgt_vocab.encode(reference)), "</s>"]
