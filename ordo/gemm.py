@@ -35,7 +35,8 @@ shape and row count in a way no rule on the CPU's flags captures. oneDNN's packe
 wide layer (the output projection of a beam's rows most of all) and lose to BLAS by a fixed overhead per call on
 narrow layers and single rows. So each key (weight shape, row count up to :data:`SMALL_ROW_BUCKET`: a beam's rows)
 is timed on its own products (:class:`KeyTiming`): on the rule's backend until they have taken
-:data:`TIMING_AFTER_S` (a key used a few times would not pay its timing back), then a few on the other backend, all
+:data:`TIMING_AFTER_S` (a key used a few times would not pay its timing back), and, where the trial would pack
+weights for oneDNN, :data:`PACK_PAYBACK` times that packing's time, then a few on the other backend, all
 the key's layers at once (a product is slower right after one of the other backend, so a trial judges each backend
 beside its own products), and the faster per row is kept for the rest of the process: the rule's backend unless
 the other is faster by :data:`TIMING_MARGIN`; a key the rule's backend kept is tried once more after
@@ -103,6 +104,7 @@ _timed: bool = False  # whether that block chooses per product by timing (module
 # (out features, in features, rows, threads) -> the faster backend, timed once per process
 _choices: dict[tuple[int, int, int, int], str] = {}
 _floors: dict[int, float] = {}  # threads -> oneDNN's least seconds per product (onednn_floor)
+_pack_rates: dict[int, float] = {}  # threads -> seconds oneDNN's packing takes per weight element (pack_rate)
 _timings: dict[tuple[int, int, int, int], KeyTiming] = {}  # the keys still being timed
 # the decided backends again, by (weight shape, exact row count), for each thread count: the lookup of
 # :func:`linear`'s fast path in a timed block (a decoding step's products find their backend by one dict lookup)
@@ -122,6 +124,8 @@ RULE_RUNS = 8  # the rule's latest timed products of a key that a choice judges 
 FLOOR_RUNS = 5  # timed products of onednn_floor's, after one untimed
 TIMING_AFTER_S = 0.002  # a key is tried on the other backend once its products have taken this long on the rule's
 RETRY_AFTER_S = 0.02  # ... and, where the rule's kept it, tried once more after this long (KeyTiming.retry)
+PACK_PAYBACK = 20  # ... and a trial that packs weights, not before they have taken this many times the packing
+PACK_SIDE = 512  # pack_rate packs a weight of this many rows and columns
 
 
 @functools.cache
@@ -374,6 +378,18 @@ def onednn_floor() -> float:
     return _floors[threads]
 
 
+def pack_rate() -> float:
+    """Seconds oneDNN's packing (:func:`_pack`) takes per weight element on this process's threads, measured once
+    per thread count: the least of :data:`FLOOR_RUNS` packings of a :data:`PACK_SIDE`-square weight (about 2 ns
+    on the Intel Xeon of ``bench/results/cpu_defaults_intel_amx.md``, whose base model packs in 109 ms)."""
+    threads = torch.get_num_threads()
+    if threads not in _pack_rates:
+        weight = torch.ones(PACK_SIDE, PACK_SIDE)
+        _pack(weight)
+        _pack_rates[threads] = min(_seconds(lambda: _pack(weight)) for _ in range(FLOOR_RUNS)) / weight.numel()
+    return _pack_rates[threads]
+
+
 def _seconds(call: Callable[[], object]) -> float:
     """Wall seconds one call of ``call`` takes."""
     start = time.perf_counter()
@@ -403,7 +419,15 @@ class KeyTiming:
     product against oneDNN's 161 over a translation (``bench/RESULTS.md``, CPU defaults). And a key that keeps the
     rule's backend is tried once more (:meth:`retry`), after its products have taken :data:`RETRY_AFTER_S` more: a
     first trial runs while most keys still run the rule's backend, beside products it will not run beside once the
-    keys around it have chosen; the second runs beside the products the choice will run beside."""
+    keys around it have chosen; the second runs beside the products the choice will run beside.
+
+    A trial on oneDNN packs each weight of the key that has no packed copy yet (:meth:`see` counts them), which
+    for a short job costs more than the trial can win: on the Intel Xeon (AMX) of
+    ``bench/results/cpu_defaults_intel_amx.md``, where BLAS wins all but the output projection's products of a
+    beam, trials after 2 ms packed every weight of the model (36 ms for the small preset, 109 ms for the base) and
+    a fresh process's 8 sentences one at a time ran at 0.80 (0.69-0.91) of BLAS's speed at the small preset. So
+    such a trial waits until the key's products have taken :data:`PACK_PAYBACK` times the packing's estimate
+    (:func:`pack_rate`): the packing then costs at most a twentieth of the key's time."""
 
     rule: str
     spent: float = 0.0  # seconds the key's products have taken on the rule's backend
@@ -412,6 +436,8 @@ class KeyTiming:
     other_per_row: list[float] = field(default_factory=list)  # ... its timed ones, s per row (not the first)
     packed: list[weakref.ref] = field(default_factory=list)  # weights its oneDNN products packed first
     retried: bool = False  # whether this is the key's second trial (retry)
+    seen: set[int] = field(default_factory=set)  # ids of the key's weights its rule's products ran (see)
+    unpacked_elements: int = 0  # elements of those weights that had no packed copy when first seen
 
     @property
     def other(self) -> str:
@@ -452,10 +478,22 @@ class KeyTiming:
             return None
         return choice
 
+    def see(self, weight: torch.Tensor) -> None:
+        """Count ``weight``, a layer of the key that a product on the rule's backend (BLAS) ran, among those the
+        trial on oneDNN would pack: once, and only where it has no packed copy yet."""
+        if id(weight) not in self.seen:
+            self.seen.add(id(weight))
+            if not _has_packed(weight):
+                self.unpacked_elements += weight.numel()
+
     def after(self) -> float:
         """Seconds the key's products take on the rule's backend before its trial: :data:`TIMING_AFTER_S`, or
-        :data:`RETRY_AFTER_S` before its second."""
-        return RETRY_AFTER_S if self.retried else TIMING_AFTER_S
+        :data:`PACK_PAYBACK` times the packing of the weights the trial would pack where that is longer (class
+        docstring); :data:`RETRY_AFTER_S` before its second."""
+        if self.retried:
+            return RETRY_AFTER_S
+        packing = self.unpacked_elements * pack_rate() if self.unpacked_elements else 0.0
+        return max(TIMING_AFTER_S, PACK_PAYBACK * packing)
 
     def retry(self) -> None:
         """Start the key's timing over for its second trial (class docstring); the weights its first packed stay
@@ -483,6 +521,8 @@ def _timed_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | No
     if timing is None:
         timing = _timings[key] = KeyTiming("onednn" if _use_onednn(x, weight) else "blas")  # the rule's
     backend = timing.backend()
+    if backend == timing.rule == "blas":
+        timing.see(weight)
     packs = backend == "onednn" and not _has_packed(weight)
     if packs:
         timing.packed.append(weakref.ref(weight))

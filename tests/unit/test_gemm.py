@@ -267,8 +267,8 @@ def test_a_timed_choice_leaves_the_rules_backend_only_for_one_faster_by_the_marg
 def fake_costs(monkeypatch) -> dict[str, object]:
     """Each backend's product advances a fake clock by ``costs[backend]`` seconds (or by the next of a list of
     them) and is counted in ``costs['calls']``; no key is timed or decided yet, each is tried on the other
-    backend after its first product, the rule's backend is BLAS (a oneDNN rule takes weights of any width) and no
-    product is below oneDNN's floor."""
+    backend after its first product, the rule's backend is BLAS (a oneDNN rule takes weights of any width), no
+    product is below oneDNN's floor and packing costs nothing."""
     state: dict[str, object] = {"now": 0.0, "blas": 1e-4, "onednn": 1e-4, "calls": []}
     plain, kernel = F.linear, gemm._onednn_linear
 
@@ -292,6 +292,7 @@ def fake_costs(monkeypatch) -> dict[str, object]:
     monkeypatch.setattr(gemm, "_timings", {})
     monkeypatch.setattr(gemm, "_decided_by_threads", {})
     monkeypatch.setattr(gemm, "_floors", {torch.get_num_threads(): 0.0})
+    monkeypatch.setattr(gemm, "_pack_rates", {torch.get_num_threads(): 0.0})  # packing costs nothing here
     monkeypatch.setattr(gemm, "TIMING_AFTER_S", 0.0)
     monkeypatch.setattr(gemm, "RETRY_AFTER_S", 0.0)
     monkeypatch.setattr(gemm, "resolve", lambda backend: "blas" if backend == "auto" else backend)
@@ -449,6 +450,35 @@ def test_a_key_faster_than_onednns_floor_keeps_blas_untried(fake_costs, monkeypa
         gemm._choices.clear()
         run_until_decided(weight, 9)
     assert gemm._choices == {(40, 16, 9, torch.get_num_threads()): "onednn"}
+
+
+@needs_onednn
+def test_a_trial_that_packs_waits_for_twenty_times_the_packing_and_one_that_packs_nothing_does_not(
+        fake_costs, monkeypatch):
+    fake_costs["onednn"] = 5e-5  # oneDNN the faster: the trial keeps it
+    layers = [torch.randn(40, 16) for _ in range(2)]  # one key of two layers, 1,280 elements to pack
+    packing = 9.5e-4 / gemm.PACK_PAYBACK  # their packing's estimate: a trial once BLAS's products took 0.95 ms
+    monkeypatch.setattr(gemm, "_pack_rates", {torch.get_num_threads(): packing / 1280})
+    with gemm.cpu_gemm("auto", timed=True), torch.no_grad():
+        for _ in range(8):
+            for weight in layers:
+                gemm.linear(torch.randn(5, 16), weight)
+        assert fake_costs["calls"].index("onednn") == 10, "ten BLAS products of 0.1 ms, then the trial"
+        assert list(gemm._choices.values()) == ["onednn"] and all(gemm._has_packed(weight) for weight in layers)
+        before = len(fake_costs["calls"])
+        for _ in range(2):
+            for weight in layers:
+                gemm.linear(torch.randn(6, 16), weight)  # another key of the same, now packed, weights
+    assert fake_costs["calls"][before:] == ["blas"] * gemm.TRIAL_RUNS + ["onednn"], \
+        "nothing left to pack: tried after the usual products"
+
+
+@needs_onednn
+def test_pack_rate_is_measured_once_per_thread_count(monkeypatch):
+    monkeypatch.setattr(gemm, "_pack_rates", {})
+    rate = gemm.pack_rate()
+    assert 0 < rate < 1e-6, "a 512 x 512 weight packs in well under a quarter second"
+    assert gemm.pack_rate() == rate and list(gemm._pack_rates) == [torch.get_num_threads()]
 
 
 @needs_onednn
