@@ -342,10 +342,17 @@ def train_settings(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def run_train(args: argparse.Namespace) -> None:
-    """``ordo train``."""
+    """``ordo train``.
+
+    Raises:
+        ConfigError: when ``--out`` names a file rather than a run directory.
+    """
     from ordo import api
     from ordo.config import raw_source
 
+    if Path(args.out).exists() and not Path(args.out).is_dir():
+        raise ConfigError(f"--out {args.out}: a file, not a run directory (which holds config.yaml, train.log and "
+                          "checkpoints/)")
     cfg = api.run_config(Path(args.out), train_settings(args), raw_source(args.config, args.set))
     api.train(cfg, args.out)
 

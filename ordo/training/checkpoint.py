@@ -5,9 +5,10 @@ loading, averaging) are :mod:`ordo.checkpoint`."""
 from __future__ import annotations
 
 import re
+from collections.abc import Collection
 from pathlib import Path
 
-from ordo.checkpoint import STEP_PATTERN, step_checkpoints
+from ordo.checkpoint import step_checkpoints
 
 # the temporary files atomic_write (ordo.data.textio) leaves when a save of step_N.pt or best.pt is killed
 TEMP_PATTERN = re.compile(r"^\.(step_\d+|best)\.pt\.\w+\.tmp$")
@@ -25,13 +26,14 @@ def remove_stale_temporaries(directory: str | Path) -> list[Path]:
     return stale
 
 
-def prune_checkpoints(directory: str | Path, keep_last: int, every: int = 1) -> None:
-    """Delete the checkpoints before the newest whose update is not a multiple of ``every`` (saved when a
-    signal stopped the run), so that the kept ones stay evenly spaced for averaging; then all but the newest
-    ``keep_last``."""
-    found = step_checkpoints(directory)
-    for path in found[:-1]:
-        if int(STEP_PATTERN.match(path.name).group(1)) % every:  # type: ignore[union-attr]
-            path.unlink()
+def prune_checkpoints(directory: str | Path, keep_last: int, off_grid: Collection[Path] = ()) -> None:
+    """Delete the checkpoints ``off_grid`` (saved off the ``valid_every`` grid: when a signal stopped a run, or at
+    its end) unless one is the newest, so that the kept ones stay evenly spaced for averaging; then all but the
+    newest ``keep_last``. Which checkpoints are off the grid is the caller's record, not a multiple of today's
+    ``valid_every``: a run resumed with another ``valid_every`` keeps the checkpoints of its old grid."""
+    older = {path.name: path for path in step_checkpoints(directory)[:-1]}
+    for path in off_grid:
+        if path.name in older:
+            older[path.name].unlink()
     for path in step_checkpoints(directory)[:-keep_last] if keep_last > 0 else []:
         path.unlink()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import torch
 from torch import nn
@@ -22,6 +23,19 @@ def build_optimizer(model: nn.Module, cfg: TrainConfig) -> torch.optim.Optimizer
     if cfg.weight_decay > 0:
         return torch.optim.AdamW(params, weight_decay=cfg.weight_decay, **kwargs)  # type: ignore[arg-type]
     return torch.optim.Adam(params, **kwargs)  # type: ignore[arg-type]
+
+
+def load_optimizer_state(optimizer: torch.optim.Optimizer, state: dict[str, Any], cfg: TrainConfig) -> None:
+    """Restore a checkpoint's optimizer ``state`` (Adam's moments and step counts) under the hyperparameters of
+    ``cfg``: torch's ``load_state_dict`` brings back the β, ε and weight decay the checkpoint was saved with, so a
+    resumed run would otherwise ignore a changed ``train.adam_betas``, ``adam_eps`` or ``weight_decay`` (and keep
+    decoupled decay on or off against the optimizer :func:`build_optimizer` chose) while its config.yaml says
+    otherwise. The learning rate is the schedule's (:func:`set_lr`)."""
+    optimizer.load_state_dict(state)
+    for group in optimizer.param_groups:
+        group.update(betas=tuple(cfg.adam_betas), eps=cfg.adam_eps, weight_decay=cfg.weight_decay)
+        if "decoupled_weight_decay" in group:  # Adam and AdamW share one implementation, told apart by this flag
+            group["decoupled_weight_decay"] = cfg.weight_decay > 0
 
 
 def inverse_sqrt_lr(step: int, cfg: TrainConfig) -> float:

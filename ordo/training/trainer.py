@@ -43,7 +43,7 @@ from ordo.training.checkpoint import prune_checkpoints, remove_stale_temporaries
 from ordo.training.compiled import batch_pad_multiple, forward_losses
 from ordo.training.distributed import DistributedContext
 from ordo.training.interrupt import StopSignals
-from ordo.training.optim import build_optimizer, inverse_sqrt_lr, set_lr
+from ordo.training.optim import build_optimizer, inverse_sqrt_lr, load_optimizer_state, set_lr
 
 logger = logging.getLogger("ordo.train")
 
@@ -60,6 +60,7 @@ class Progress:
     position: int = 0  # index of the next batch within the epoch's batch list
     shard: str = ""  # the data directory whose training split the current epoch reads (ordo.data.shards)
     best: float | None = None  # best validation figure so far (see train.best_metric)
+    best_metric: str = ""  # which figure ``best`` is: "bleu" or "loss" ("" in checkpoints saved before it was kept)
     bad_validations: int = 0  # validations since the best one
     train_seconds: float = 0.0  # wall time spent training, over all resumptions
     src_tokens: int = 0  # source tokens (EOS included) this process has trained on, over all resumptions
@@ -118,6 +119,8 @@ class Trainer:
         self.valid_refs = read_lines(data_dir / "valid.tgt.txt") if self.valid_data is not None else []
         self.tgt_vocab = Vocab.load(data_dir / self.train_data.meta.tgt_vocab)
         self.progress = Progress()
+        self.saved_step = -1  # the update whose checkpoint is complete on disk (validated when there is a dev set)
+        self.off_grid: list[Path] = []  # checkpoints off the valid_every grid, to go once a later one is saved
 
     # -- checkpoints -------------------------------------------------------------------------------
 
@@ -130,9 +133,12 @@ class Trainer:
             state["cuda"] = torch.cuda.get_rng_state(self.device)
         return state
 
-    def state_dict(self, valid: ValidResult | None, rng: list[dict[str, torch.Tensor]]) -> dict[str, Any]:
+    def state_dict(
+        self, valid: ValidResult | None, rng: list[dict[str, torch.Tensor]], periodic: bool
+    ) -> dict[str, Any]:
         """Everything a resumed run needs (weights-only loadable: tensors, numbers, strings, containers);
-        ``rng`` holds every process's :meth:`rng_state`, by rank."""
+        ``rng`` holds every process's :meth:`rng_state`, by rank; ``periodic`` says whether the save is on the
+        ``valid_every`` grid (False: a signal stopped the run, or it ended between two validations)."""
         return {
             "model": self.model.state_dict(),
             "optimizer": self.optimizer.state_dict(),
@@ -141,32 +147,45 @@ class Trainer:
             "rng": rng,
             "config": to_dict(self.cfg),
             "valid": None if valid is None else {"loss": valid.loss, "bleu": valid.bleu},
+            "periodic": periodic,
         }
 
     def load_state(self, state: dict[str, Any]) -> None:
-        """Restore model, optimiser, scaler, progress and this process's RNG states from a checkpoint."""
+        """Restore model, optimiser (under this run's β, ε and weight decay), scaler, progress and this process's
+        RNG states from a checkpoint. A checkpoint of another number of processes resumes at the same place in the
+        epoch (:func:`rescaled_position`)."""
         self.model.load_state_dict(state["model"])
-        self.optimizer.load_state_dict(state["optimizer"])
-        self.scaler.load_state_dict(state["scaler"])
+        load_optimizer_state(self.optimizer, state["optimizer"], self.tcfg)
+        if state["scaler"]:  # empty when saved without fp16 (a disabled scaler): an enabled one starts afresh
+            self.scaler.load_state_dict(state["scaler"])
         self.progress = Progress(**state["progress"])
         saved = state["rng"]
         if not isinstance(saved, list):  # checkpoints written before the states of every rank were kept
-            saved = [saved]
+            saved = [saved] * self.dist.world_size  # (by as many processes as this run: nothing to tell otherwise)
         if len(saved) != self.dist.world_size:
-            logger.warning("the checkpoint holds the RNG states of %d processes, this run has %d: it will "
-                           "not repeat an uninterrupted run", len(saved), self.dist.world_size)
-        rng = saved[self.dist.rank] if self.dist.rank < len(saved) else saved[0]
-        torch.set_rng_state(rng["torch"].cpu())
-        if self.device.type == "cuda" and rng.get("cuda") is not None:
-            torch.cuda.set_rng_state(rng["cuda"].cpu(), self.device)
+            self.progress.position = rescaled_position(self.progress.position, len(saved), self.dist.world_size)
+            logger.warning("the checkpoint was saved by %d processes, this run has %d: each resumes at batch %d of its "
+                           "share of the epoch, and dropout will not repeat an uninterrupted run", len(saved),
+                           self.dist.world_size, self.progress.position)
+        if self.dist.rank < len(saved):  # a process the checkpoint has no state for keeps its own stream
+            rng = saved[self.dist.rank]
+            torch.set_rng_state(rng["torch"].cpu())
+            if self.device.type == "cuda" and rng.get("cuda") is not None:
+                torch.cuda.set_rng_state(rng["cuda"].cpu(), self.device)
 
     def pick_checkpoint(self) -> tuple[Path | None, dict[str, Any] | None, str | None]:
         """Rank 0's choice of where to resume: ``(path, state, None)`` for the newest readable ``step_N.pt``,
         warning about each newer one that cannot be read; ``(None, None, None)`` when there is none, and
-        ``(None, None, message)`` when none can be read. First removes temporary files of killed saves."""
+        ``(None, None, message)`` when none can be read, or when ``best.pt`` is there without them (a fresh start
+        would overwrite it). First removes temporary files of killed saves."""
         for stale in remove_stale_temporaries(self.ckpt_dir):
             logger.warning("removed %s, left by a checkpoint save that was killed", stale)
         checkpoints = step_checkpoints(self.ckpt_dir)
+        best = self.ckpt_dir / BEST_NAME
+        if not checkpoints and best.is_file():
+            return None, None, (f"{best}: the run has no step_N.pt to resume from, and training afresh would "
+                                f"overwrite it; train a new run dir, with --set train.init_from={best} to start "
+                                "from its weights")
         for path in reversed(checkpoints):
             try:
                 return path, load_checkpoint(path, map_location=self.device), None
@@ -199,9 +218,37 @@ class Trainer:
         if self.dist.all_reduce_max(int(error is not None)):
             raise CheckpointError(error or f"{path}: another process cannot read it ({SHARED_FILESYSTEM})")
         assert state is not None
-        self.load_state(state)
+        try:
+            self.load_state(state)
+        except (RuntimeError, ValueError) as err:  # torch's messages for weights or optimizer groups that differ
+            reason = [line.strip() for line in str(err).strip().splitlines()]
+            raise CheckpointError(f"{path}: does not fit the model this config builds ({' '.join(reason[:2])}); "
+                                  "resume with the model settings the run was started with, or train a new run "
+                                  "dir") from None
+        periodic = state.get("periodic", self.progress.step % self.tcfg.valid_every == 0)  # older: by the grid
+        self.off_grid = [] if periodic else [path]
+        complete = state["valid"] is not None or self.valid_data is None
+        self.saved_step = self.progress.step if complete else -1
+        if self.dist.is_main and state["valid"] is not None and self.progress.bad_validations == 0:
+            self.restore_best(state, path)
         logger.info("resumed from %s (update %d, epoch %d)", path, self.progress.step, self.progress.epoch)
         return True
+
+    def restore_best(self, state: dict[str, Any], path: Path) -> None:
+        """Make ``best.pt`` the resumed checkpoint ``state`` (read from ``path``), whose validation was the best so
+        far, when it holds another update: a run killed between saving ``step_N.pt`` and ``best.pt`` would
+        otherwise go on with N counted as the best and an older model in ``best.pt``, never to replace it unless a
+        later validation beats N."""
+        best = self.ckpt_dir / BEST_NAME
+        try:
+            held = load_checkpoint(best, mmap=True)["progress"]["step"]
+        except (CheckpointError, KeyError):
+            held = None
+        if held == self.progress.step:
+            return
+        logger.warning("%s holds %s, but the best validation so far is that of %s (a save was cut short): "
+                       "writing it again", best, f"update {held}" if held is not None else "no checkpoint", path)
+        save_checkpoint(state, best)
 
     def initialise_from(self, path: Path) -> None:
         """Copy the weights of another run's checkpoint into a fresh model (e.g. RNNsearch* before distortion
@@ -218,18 +265,20 @@ class Trainer:
         logger.info("initialised from %s; %d parameter tensors kept their own initialisation: %s", path,
                     len(missing), ", ".join(missing) or "none")
 
-    def save(self, valid: ValidResult | None, is_best: bool) -> Path:
-        """Write ``step_N.pt`` (and ``best.pt``) on rank 0, then drop old periodic checkpoints; returns the
-        path of ``step_N.pt``. Every process calls it: each one's RNG states go into the checkpoint."""
+    def save(self, valid: ValidResult | None, is_best: bool, periodic: bool = True) -> Path:
+        """Write ``step_N.pt`` (and ``best.pt`` when ``is_best``) on rank 0, then drop old periodic checkpoints
+        and those off the grid (``periodic`` False: a signal's, the end's); returns the path of ``step_N.pt``.
+        Every process calls it: each one's RNG states go into the checkpoint."""
         rng = self.dist.all_gather_object(self.rng_state())
         path = self.ckpt_dir / f"step_{self.progress.step}.pt"
         if not self.dist.is_main:
             return path
-        state = self.state_dict(valid, rng)
+        state = self.state_dict(valid, rng, periodic)
         save_checkpoint(state, path)
         if is_best:
             save_checkpoint(state, self.ckpt_dir / BEST_NAME)
-        prune_checkpoints(self.ckpt_dir, self.tcfg.keep_last, self.tcfg.valid_every)
+        prune_checkpoints(self.ckpt_dir, self.tcfg.keep_last, self.off_grid)
+        self.off_grid = [] if periodic else [path]
         return path
 
     # -- data --------------------------------------------------------------------------------------
@@ -263,8 +312,15 @@ class Trainer:
 
     def read_epoch_shard(self) -> None:
         """Make ``train_data`` the training split of the shard the current epoch reads (:func:`epoch_shard`; a run
-        resumed part-way through an epoch goes on with the shard its checkpoint recorded), and log it."""
+        resumed part-way through an epoch goes on with the shard its checkpoint recorded), and log it.
+
+        A run on one data directory goes on with it wherever it now lies (a corpus moved, or copied to a job's
+        local disk): only a list of shards needs the recorded one to tell which the epoch was reading."""
         resumed = self.progress.shard if self.progress.position else ""
+        if resumed and len(self.data_dirs) == 1 and Path(resumed).resolve() != self.data_dirs[0].resolve():
+            logger.warning("the checkpoint stopped epoch %d part-way through %s; going on with %s, the data "
+                           "directory now given", self.progress.epoch, resumed, self.data_dirs[0])
+            resumed = ""
         shard = epoch_shard(self.data_dirs, self.progress.epoch, resumed)
         if self.train_data.src.prefix.parent != shard:
             del self.train_data  # one shard's lengths in memory at a time
@@ -377,12 +433,21 @@ class Trainer:
         return result
 
     def is_improvement(self, valid: ValidResult | None) -> bool:
-        """Whether ``valid`` beats the best so far (higher BLEU or lower loss); updates the patience count."""
+        """Whether ``valid`` beats the best so far (higher BLEU or lower loss); updates the patience count.
+
+        A run resumed with another figure than its best was measured by (``train.best_metric``, or
+        ``train.valid_bleu`` turned off) starts its best and patience afresh from this validation, rather than
+        comparing a loss with a BLEU score."""
         if valid is None:
             return False
-        use_bleu = self.tcfg.best_metric == "bleu" and valid.bleu is not None
-        score = valid.bleu if use_bleu else -valid.loss
+        metric = "bleu" if self.tcfg.best_metric == "bleu" and valid.bleu is not None else "loss"
+        score = valid.bleu if metric == "bleu" else -valid.loss
         assert score is not None
+        if self.progress.best is not None and self.progress.best_metric not in ("", metric):
+            logger.warning("the best checkpoint so far was chosen by %s, validations now score by %s: best.pt and "
+                           "the patience count start again from this one", self.progress.best_metric, metric)
+            self.progress.best = None
+        self.progress.best_metric = metric
         if self.progress.best is None or score > self.progress.best:
             self.progress.best = score
             self.progress.bad_validations = 0
@@ -443,7 +508,7 @@ class Trainer:
             total = self.tcfg.max_steps if self.tcfg.max_steps > 0 else None
             bar = tqdm(total=total, initial=self.progress.step,
                        disable=not (self.tcfg.progress and self.dist.is_main), unit="upd", dynamic_ncols=True)
-            last_saved = self.progress.step if reason else -1
+            last_saved = self.saved_step  # a finished run resumed is not validated and saved again
             log_start = time.perf_counter()
             for group in ([] if reason else self.updates()):
                 start = time.perf_counter()
@@ -467,7 +532,7 @@ class Trainer:
                 self.stop_on_signal(received, last_saved)
             if last_saved != self.progress.step:  # a signal now changes nothing: the run is finishing anyway
                 valid = self.validate()
-                self.save(valid, self.is_improvement(valid))
+                self.save(valid, self.is_improvement(valid), periodic=False)
         seconds = max(self.progress.train_seconds, 1e-9)
         logger.info("done: %s; %d updates, %.1f min, %.0f src tok/s, %.0f tgt tok/s", reason or "finished the epochs",
                     self.progress.step, seconds / 60, self.progress.src_tokens / seconds,
@@ -485,11 +550,18 @@ class Trainer:
         """
         path = self.ckpt_dir / f"step_{self.progress.step}.pt"
         if last_saved != self.progress.step:
-            path = self.save(None, is_best=False)
+            path = self.save(None, is_best=False, periodic=False)
         name = signal.Signals(signal_number).name
         message = f"stopped by {name} after update {self.progress.step}; saved {path} (run again to resume)"
         logger.warning("%s", message)
         raise TrainingInterrupted(signal_number, message)
+
+
+def rescaled_position(position: int, saved_processes: int, processes: int) -> int:
+    """The batch position in each process's share of an epoch (every ``processes``-th batch) that continues
+    where ``saved_processes`` processes stood at ``position`` each (``position x saved_processes`` batches of the
+    epoch done); rounded down, so that a batch is trained twice rather than left out."""
+    return position * saved_processes // processes
 
 
 def _zero_stats() -> dict[str, Any]:

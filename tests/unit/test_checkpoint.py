@@ -43,10 +43,10 @@ def test_only_the_temporary_files_of_checkpoint_saves_are_removed(tmp_path):
 def test_a_checkpoint_saved_off_the_validation_grid_goes_once_a_later_one_exists(tmp_path):
     for step in (100, 200, 250, 300, 400, 437):  # 250: a SIGTERM; 437: the end of the run
         (tmp_path / f"step_{step}.pt").write_bytes(b"x")
-    prune_checkpoints(tmp_path, keep_last=3, every=100)
-    assert [p.name for p in step_checkpoints(tmp_path)] == ["step_300.pt", "step_400.pt", "step_437.pt"]
-    prune_checkpoints(tmp_path, keep_last=5, every=100)
-    assert len(step_checkpoints(tmp_path)) == 3
+    prune_checkpoints(tmp_path, keep_last=4, off_grid=[tmp_path / "step_250.pt", tmp_path / "step_437.pt"])
+    assert [p.name for p in step_checkpoints(tmp_path)] == ["step_200.pt", "step_300.pt", "step_400.pt", "step_437.pt"]
+    prune_checkpoints(tmp_path, keep_last=5)
+    assert len(step_checkpoints(tmp_path)) == 4
 
 
 def _step_checkpoints(folder, values):

@@ -1,0 +1,218 @@
+"""Resuming a run whose circumstances changed: its config's optimizer settings and best figure, another number of
+processes, another ``valid_every``, a finished run started again, a save cut between ``step_N.pt`` and ``best.pt``,
+a run dir left with ``best.pt`` alone, a checkpoint of another model, fp16 loss scaling turned on, a data
+directory moved."""
+
+import os
+import shutil
+import signal
+
+import pytest
+import torch
+
+from ordo import api
+from ordo.checkpoint import load_checkpoint, step_checkpoints
+from ordo.config import load_config
+from ordo.data.corpus import DataMeta
+from ordo.errors import CheckpointError, TrainingInterrupted
+from ordo.training import trainer as trainer_module
+from ordo.training.distributed import DistributedContext
+from ordo.training.trainer import Trainer, rescaled_position
+
+TINY = ["model.preset=tiny", "model.d_model=16", "model.ffn_dim=32", "train.max_tokens=300", "train.warmup_steps=5",
+        "train.lr=2e-3", "train.progress=false", "train.valid_bleu=false", "train.threads=1", "train.device=cpu"]
+
+
+def config(data, *overrides):
+    return load_config(None, [f"data={data}", *TINY, *overrides])
+
+
+def resume(run, **train):
+    """Train ``run`` again with its saved config, ``train`` overriding its train section."""
+    return api.train(api.run_config(run, {"train": train}), run)
+
+
+def names(run):
+    return [path.name for path in step_checkpoints(run / "checkpoints")]
+
+
+def progress_of(path):
+    return load_checkpoint(path)["progress"]
+
+
+def test_optimizer_settings_changed_on_resume_take_effect(small_data, tmp_path):
+    """Before, the optimizer kept the β, ε and weight decay it was saved with while config.yaml said otherwise."""
+    run = tmp_path / "run"
+    api.train(config(small_data, "train.max_steps=2", "train.valid_every=2", "train.weight_decay=0.01"), run)
+    resume(run, max_steps=3, weight_decay=0.0, adam_betas=[0.8, 0.9], adam_eps=1e-6)
+    group = load_checkpoint(run / "checkpoints" / "step_3.pt")["optimizer"]["param_groups"][0]
+    assert (group["weight_decay"], tuple(group["betas"]), group["eps"]) == (0.0, (0.8, 0.9), 1e-6)
+    assert not group["decoupled_weight_decay"]  # plain Adam, as build_optimizer chose for weight_decay 0
+
+
+class RankOf(DistributedContext):
+    """Process ``rank`` of ``world_size`` on the CPU, without a process group (load_state needs none)."""
+
+    def __init__(self, rank: int, world_size: int) -> None:
+        super().__init__("cpu")
+        self.rank, self.world_size = rank, world_size
+
+    def wrap(self, model):
+        return model
+
+
+def make_trainer(data, run, dist=None):
+    cfg = config(data)
+    return Trainer(api.build_for_data(cfg, DataMeta.load(data)).model, cfg, run, dist=dist)
+
+
+def test_another_number_of_processes_resumes_at_the_same_batch_of_the_epoch(small_data, tmp_path):
+    """Before, the position (a batch of each process's share) was kept as it was: two processes' checkpoint at
+    their 2nd batch resumed one process at the epoch's 2nd batch, training the 2nd and 3rd again."""
+    run = tmp_path / "run"
+    api.train(config(small_data, "train.max_steps=3", "train.valid_every=3"), run)
+    state = load_checkpoint(run / "checkpoints" / "step_3.pt")
+    state["rng"] = [state["rng"][0], state["rng"][0]]  # as two processes save it
+    state["progress"]["position"] = 2  # each of the two has taken 2 batches: 4 of the epoch
+    single = make_trainer(small_data, tmp_path / "single")
+    single.load_state(state)
+    assert single.progress.position == 4
+    torch.manual_seed(12345)  # rank 2 of three: the checkpoint has no RNG state of it, it keeps its own
+    own = torch.get_rng_state()
+    third = make_trainer(small_data, tmp_path / "third", RankOf(2, 3))
+    torch.set_rng_state(own)
+    third.load_state(state)
+    assert third.progress.position == 1 and torch.equal(torch.get_rng_state(), own)
+    assert [rescaled_position(5, 1, 2), rescaled_position(3, 4, 4), rescaled_position(0, 2, 1)] == [2, 3, 0]
+
+
+def test_another_valid_every_on_resume_keeps_the_old_grid_and_drops_the_end_of_the_last_run(small_data, tmp_path):
+    """Before, pruning dropped every checkpoint that was not a multiple of the new valid_every."""
+    run = tmp_path / "run"
+    api.train(config(small_data, "train.max_steps=7", "train.valid_every=2", "train.keep_last=5"), run)
+    assert names(run) == ["step_2.pt", "step_4.pt", "step_6.pt", "step_7.pt"]  # 7: the end, off the grid
+    resume(run, max_steps=9, valid_every=3)
+    assert names(run) == ["step_2.pt", "step_4.pt", "step_6.pt", "step_9.pt"]
+
+
+def test_a_finished_run_started_again_is_not_validated_and_saved_again(small_data, tmp_path, caplog):
+    """Before, a run that had finished its epochs validated again and counted one more bad validation."""
+    run = tmp_path / "run"
+    api.train(config(small_data, "train.max_epochs=1", "train.max_tokens=2000", "train.valid_every=1000"), run)
+    (checkpoint,) = step_checkpoints(run / "checkpoints")
+    before = progress_of(checkpoint)
+    resume(run)
+    assert progress_of(checkpoint) == before
+    assert (run / "train.log").read_text().count("valid | update") == 1
+
+
+def test_a_run_stopped_by_a_signal_at_its_last_update_validates_it_when_run_again(small_data, tmp_path, monkeypatch):
+    """As an uninterrupted run does at its end; before, the rerun found the run finished and left the last
+    checkpoint unvalidated (and best.pt without it)."""
+    real_step = Trainer.train_step
+
+    def step_then_signal(self, group, stats):
+        real_step(self, group, stats)
+        if self.progress.step == 3:
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    monkeypatch.setattr(Trainer, "train_step", step_then_signal)
+    run = tmp_path / "run"
+    with pytest.raises(TrainingInterrupted):
+        api.train(config(small_data, "train.max_steps=3", "train.valid_every=2"), run)
+    assert load_checkpoint(run / "checkpoints" / "step_3.pt")["valid"] is None
+    monkeypatch.setattr(Trainer, "train_step", real_step)
+    resume(run)
+    assert load_checkpoint(run / "checkpoints" / "step_3.pt")["valid"] is not None
+    assert progress_of(run / "checkpoints" / "best.pt")["step"] == 3  # the loss still falls at update 3
+
+
+def test_turning_bleu_off_on_resume_starts_the_best_afresh_instead_of_comparing_a_loss_with_bleu(small_data,
+                                                                                                  tmp_path):
+    """Before, -loss never beat the BLEU best: best.pt froze and patience stopped a run whose loss fell."""
+    run = tmp_path / "run"
+    api.train(config(small_data, "train.max_steps=4", "train.valid_every=2", "train.valid_bleu=true",
+                     "train.valid_max_sentences=5"), run)
+    progress = resume(run, max_steps=10, valid_bleu=False, patience=2)
+    assert progress.step == 10 and progress.best_metric == "loss"
+    assert progress_of(run / "checkpoints" / "best.pt")["step"] == 10  # the loss falls at every validation
+
+
+def test_a_save_cut_between_the_step_checkpoint_and_best_pt_is_repaired_on_resume(small_data, tmp_path, monkeypatch):
+    """Before, best.pt kept update 2's model while the run counted update 4's validation as its best."""
+    real_save = trainer_module.save_checkpoint
+
+    class Killed(Exception):
+        pass
+
+    def killed_at_best_of_update_4(state, path):
+        if state["progress"]["step"] == 4 and path.name == "best.pt":
+            raise Killed
+        real_save(state, path)
+
+    monkeypatch.setattr(trainer_module, "save_checkpoint", killed_at_best_of_update_4)
+    run = tmp_path / "run"
+    with pytest.raises(Killed):
+        api.train(config(small_data, "train.max_steps=4", "train.valid_every=2", "train.best_metric=loss"), run)
+    assert progress_of(run / "checkpoints" / "best.pt")["step"] == 2
+    monkeypatch.setattr(trainer_module, "save_checkpoint", real_save)
+    progress = resume(run)
+    best = load_checkpoint(run / "checkpoints" / "best.pt")
+    assert best["progress"]["step"] == 4 and best["progress"]["best"] == progress.best
+
+
+def test_best_pt_without_step_checkpoints_is_refused_rather_than_overwritten(small_data, tmp_path):
+    """Before, the run started afresh and its first validation overwrote best.pt."""
+    run = tmp_path / "run"
+    api.train(config(small_data, "train.max_steps=4", "train.valid_every=2"), run)
+    for path in step_checkpoints(run / "checkpoints"):
+        path.unlink()
+    with pytest.raises(CheckpointError, match=r"best.pt: the run has no step_N.pt .* train.init_from="):
+        resume(run, max_steps=6)
+    assert progress_of(run / "checkpoints" / "best.pt")["step"] == 4
+
+
+def test_a_checkpoint_of_another_model_is_named_instead_of_a_traceback(small_data, tmp_path):
+    """A run dir without config.yaml (which refuses another model section) resumed with another model."""
+    run = tmp_path / "run"
+    api.train(config(small_data, "train.max_steps=2", "train.valid_every=2"), run)
+    (run / "config.yaml").unlink()
+    with pytest.raises(CheckpointError, match=r"step_2.pt: does not fit the model this config builds \(.*size "
+                                              r"mismatch"):
+        api.train(config(small_data, "model.d_model=32", "train.max_steps=3"), run)
+
+
+def test_a_checkpoint_saved_without_fp16_resumes_with_fp16_loss_scaling(small_data, tmp_path):
+    """Before, the empty scaler state of a run without fp16 made an enabled GradScaler raise a RuntimeError."""
+    run = tmp_path / "run"
+    api.train(config(small_data, "train.max_steps=2", "train.valid_every=2"), run)
+    state = load_checkpoint(run / "checkpoints" / "step_2.pt")
+    assert state["scaler"] == {}
+    trainer = make_trainer(small_data, tmp_path / "fp16")
+    trainer.scaler = torch.amp.GradScaler("cpu", enabled=True)  # as train.amp=fp16 makes on a GPU
+    trainer.load_state(state)
+    assert trainer.progress.step == 2 and trainer.scaler.get_scale() == torch.amp.GradScaler("cpu").get_scale()
+
+
+def test_a_run_on_one_data_directory_resumes_mid_epoch_after_the_directory_moved(small_data, tmp_path):
+    """Before, the checkpoint's recorded path stopped the run ("list it again to resume"), which a corpus copied
+    to a job's local disk under a new path cannot do; a list of shards still needs the recorded one."""
+    moved = tmp_path / "moved"
+    shutil.copytree(small_data, moved)
+    run = tmp_path / "run"
+    api.train(config(small_data, "train.max_steps=2", "train.valid_every=2"), run)
+    api.train(api.run_config(run, {"data": str(moved), "train": {"max_steps": 4}}), run)
+    api.train(config(small_data, "train.max_steps=4", "train.valid_every=2"), tmp_path / "straight")
+    resumed, straight = (load_checkpoint(r / "checkpoints" / "step_4.pt") for r in (run, tmp_path / "straight"))
+    assert resumed["progress"]["position"] == straight["progress"]["position"]
+    assert all(torch.equal(resumed["model"][k], straight["model"][k]) for k in straight["model"])
+
+
+def test_train_out_naming_a_file_is_a_one_line_error(small_data, tmp_path, capsys):
+    """Before, a FileExistsError traceback from creating train.log's folder."""
+    from ordo.cli import main
+
+    not_a_run = tmp_path / "model.pt"
+    not_a_run.write_bytes(b"x")
+    assert main(["train", "--data", str(small_data), "--out", str(not_a_run), "--preset", "tiny"]) == 2
+    assert f"ordo train: error: --out {not_a_run}: a file, not a run directory" in capsys.readouterr().err
