@@ -61,13 +61,16 @@ def _ffn(spec: Any, ffn: FeedForward, block: Residual) -> None:
 
 
 def check_exportable(run: LoadedRun) -> None:
-    """Raise ConfigError unless ``run`` is a plain baseline Transformer."""
-    if run.cfg.model.family != "transformer" or type(run.model) is not TransformerModel:
-        raise ConfigError("export: only the baseline Transformer exports (not the rnn family)")
+    """Raise ConfigError unless ``run`` is a plain baseline Transformer, naming what it is instead: a run with
+    methods (checked first: some give the Transformer a model class of their own), one that reads lattices, or
+    one of another family."""
     if run.cfg.model.methods:
         raise ConfigError(f"export: methods change the network; this run uses {', '.join(run.cfg.model.methods)}")
     if run.lattice is not None:
         raise ConfigError("export: the run reads lattices (paper 002), which CTranslate2's SentencePiece input cannot give")
+    if run.cfg.model.family != "transformer" or type(run.model) is not TransformerModel:
+        raise ConfigError(f"export: only the baseline Transformer exports, not the {run.cfg.model.family} family's "
+                          f"{type(run.model).__name__}")
 
 
 def ctranslate2_spec(run: LoadedRun) -> Any:

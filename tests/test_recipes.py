@@ -1,6 +1,7 @@
 """Every shipped recipe config loads under the strict schema, and every recipe script parses."""
 
 import gzip
+import os
 import re
 import shlex
 import subprocess
@@ -45,7 +46,7 @@ def test_every_recipe_has_its_configs_or_uses_a_comparison_suite():
     assert recipes
     for recipe in recipes:
         script = (recipe / "run.sh").read_text()
-        if "recipe_main" in script:  # trains with its own configs
+        if "recipe_main" in script or "recipe_run" in script:  # trains with its own configs (lib.sh's steps)
             assert (recipe / "train.yaml").exists() and (recipe / "prepare.yaml").exists(), recipe
         elif "compare.py" in script:
             suites = suites_of(script)
@@ -257,3 +258,103 @@ def test_compare_refuses_the_systems_that_read_other_sources_and_runs_the_others
                                       "lattice_lpe_lsa"])
     with pytest.raises(SystemExit, match="lattice_lpe_lsa read other source files .*replicate.py run --suite nist"):
         compare.main()
+
+
+def run_script(script: Path, *args: str, cwd: Path, path: str | None = None) -> subprocess.CompletedProcess:
+    """``bash SCRIPT ARGS`` in ``cwd``, its output captured; ``path``: another PATH (a fake tool first)."""
+    env = None if path is None else {**os.environ, "PATH": path}
+    return subprocess.run(["bash", str(script), *args], cwd=cwd, capture_output=True, text=True, check=False,
+                          env=env, timeout=60)
+
+
+@pytest.mark.parametrize("script", sorted(RECIPES.glob("*/run.sh")), ids=lambda p: p.parent.name)
+def test_help_prints_what_the_recipe_does_and_does_nothing_else(script, tmp_path):
+    """Before, --help was an unknown flag (exit 2), the licensed recipes' "cannot be downloaded" error, or was
+    passed on to compare.py, whose help the comparison recipes printed before going on with their next steps."""
+    done = run_script(script, "--work", str(tmp_path / "work"), "--help", cwd=tmp_path)
+    header = script.read_text().split("\n")[1].removeprefix("# ")
+    assert done.returncode == 0 and done.stderr == "", done.stderr
+    assert done.stdout.split("\n")[0] == header and "usage:" in done.stdout
+    assert list(tmp_path.iterdir()) == []  # nothing set up, fetched or written
+
+
+def test_a_flag_without_its_value_an_unknown_one_or_a_bad_gpu_count_is_named(tmp_path):
+    """Before: bash's "lib.sh: line 36: $2: unbound variable"."""
+    for script, option in (("multi30k", "--data-dir"), ("lattice", "--iwslt17-train"), ("exgre", "--steps")):
+        done = run_script(RECIPES / script / "run.sh", "--minutes", "1", option, cwd=tmp_path)
+        assert done.returncode == 2 and f"error: {option}: its value is missing" in done.stderr, done.stderr
+        assert "unbound" not in done.stderr
+    done = run_script(RECIPES / "multi30k" / "run.sh", "--bogus", "1", cwd=tmp_path)
+    assert done.returncode == 2 and "unknown option --bogus" in done.stderr and "--help" in done.stderr
+    # before: "[: two: integer expression expected" after the preparation, then training on one process
+    done = run_script(RECIPES / "multi30k" / "run.sh", "--gpus", "two", "--data-dir", "none", cwd=tmp_path)
+    assert done.returncode == 2 and "error: --gpus two: expected a number of GPUs" in done.stderr, done.stderr
+
+
+@pytest.mark.parametrize("recipe", ["small_parallel_enja", "multi30k"])
+def test_a_failed_download_leaves_no_corpus_file_for_the_next_run(recipe, tmp_path):
+    """Before, the file of the failed transfer stayed (small_parallel_enja: its first lines, gzipped whole), and
+    the next run without --download took it for the corpus."""
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    (tools / "curl").write_text("#!/bin/sh\necho 'the first line'\nexit 56\n")  # the connection drops
+    (tools / "curl").chmod(0o755)
+    data = tmp_path / "da ta"
+    done = run_script(RECIPES / recipe / "run.sh", "--download", "--data-dir", str(data), "--work",
+                      str(tmp_path / "work"), cwd=tmp_path, path=f"{tools}:{os.environ['PATH']}")
+    assert done.returncode == 2 and "error: could not download https://" in done.stderr, done.stderr
+    assert list(data.iterdir()) == []
+
+
+def test_a_comparison_recipe_trains_each_suite_in_its_own_folder_of_work():
+    """Before, a recipe passed --work on to each compare.py as it was: the suites of exgre, future_cost, lattice
+    and distortion all trained in that one folder (the second refused, its data another corpus's), and exgre's
+    and distortion's analyses read work/SUITE whatever --work said."""
+    checked = 0
+    for script in RECIPES.glob("*/run.sh"):
+        text = script.read_text()
+        if "compare.py" not in text:
+            continue
+        assert "$root/work" not in text, script  # every folder of the suites is in work_root (--work)
+        for line in text.replace("\\\n", " ").splitlines():
+            if "compare.py" in line and not line.lstrip().startswith("#"):
+                words = shlex.split(line.split("compare.py", 1)[1].lstrip("\"'"))
+                assert "--work" in words, (script, line)
+                assert words[words.index("--work") + 1].startswith(("$work", "$zhen_work")), (script, line)
+                checked += 1
+    assert checked >= 8
+
+
+def test_the_work_flag_of_a_comparison_recipe_names_the_folder_of_its_suites(tmp_path):
+    (tmp_path / "talks").mkdir()
+    for side in ("zh", "en"):
+        (tmp_path / "talks" / f"train.tags.zh-en.{side}").write_text("")
+    script = (f"here={shlex.quote(str(RECIPES / 'lattice'))}; source {shlex.quote(str(RECIPES / 'lib.sh'))}; "
+              "iwslt17_args --steps 3 --work 'my work' --iwslt17-train talks --set a=b; "
+              "iwslt17_folders corpus suite; printf '%s\\n' \"$work_root\" \"$corpus\" \"$zhen_work\" \"${args[@]}\"")
+    done = subprocess.run(["bash", "-c", script], cwd=tmp_path, capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["my work", "my work/corpus_full", "my work/suite_full", "--steps", "3",
+                                        "--set", "a=b"]
+
+
+def test_a_prepared_work_folder_is_refused_for_another_corpus_folder(tmp_path):
+    """Before, a rerun with another --data-dir and the same --work reused the data prepared from the first corpus
+    (and its trained run), then scored that model on the second corpus's test set."""
+    for corpus in ("first", "second"):
+        write_corpus(tmp_path / corpus, f"{corpus} Satz\n")
+    fake_ordo = tmp_path / "ordo"  # ordo prepare: data.yaml in --out
+    fake_ordo.write_text('#!/bin/sh\nwhile [ $# -gt 0 ]; do [ "$1" = --out ] && mkdir -p "$2" && : > "$2/data.yaml"; '
+                         "shift; done\n")
+    fake_ordo.chmod(0o755)
+
+    def prepare(corpus: str) -> subprocess.CompletedProcess:
+        script = (f"here={shlex.quote(str(RECIPES / 'multi30k'))}; source {shlex.quote(str(RECIPES / 'lib.sh'))}; "
+                  f"ordo=./ordo src=de tgt=en train_split=train valid_split=valid tests=test work='my work'; "
+                  f"data_dir={corpus}; recipe_prepare")
+        return subprocess.run(["bash", "-c", script], cwd=tmp_path, capture_output=True, text=True, check=False)
+
+    assert prepare("first").returncode == 0 and prepare("./first").returncode == 0  # the same folder: reused
+    refused = prepare("second")
+    assert refused.returncode == 2, refused.stderr
+    assert f"my work/data was prepared from the corpus in {tmp_path}/first, not {tmp_path}/second" in refused.stderr

@@ -30,12 +30,15 @@ aspec="" aspec_release="$here/release.yaml" args=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --data-dir) aspec="$2"; shift 2 ;;
-    --work) work="$2"; args+=("$1" "$2"); shift 2 ;;
     --release) aspec_release="$2"; shift 2 ;;
     *) args+=("$1"); shift ;;
   esac
 done
 [ -n "$aspec" ] || download_data
+recipe_args ${args[@]+"${args[@]}"}  # the other flags and the budget, checked before the splits are written
+[ "$download" = 0 ] || download_data
 recipe_setup
+recipe_budget
 "$py" "$here/../fetch.py" "$aspec_release" --local "$aspec" --data-dir "$work/corpus"
-recipe_main --data-dir "$work/corpus" ${args[@]+"${args[@]}"}
+data_dir="$work/corpus"
+recipe_run

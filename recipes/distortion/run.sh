@@ -8,7 +8,8 @@
 # same sentences (appended to the training text, as is standard), and attention plots of one sentence.
 #
 # usage: recipes/distortion/run.sh [--steps N] [--set KEY=VALUE ...] [--iwslt17 DIR] [--iwslt17-train DIR2]
-#        (DIR, DIR2: as in recipes/lattice/run.sh; with DIR2 the Zh->En work folders get a _full suffix)
+#          [--work WORK]
+#        (DIR, DIR2, WORK: as in recipes/lattice/run.sh; with DIR2 the Zh->En work folders get a _full suffix)
 here="$(cd "$(dirname "$0")" && pwd)"
 source "$here/../lib.sh"
 data="$root/../shared/data"
@@ -45,11 +46,11 @@ attention_plots() {  # work dir of a suite, source file, reference file, line, o
     --run "rnnsearch=$1/runs/rnnsearch" --run "h_distortion=$1/runs/rnn_h_distortion"
 }
 
-"$py" "$here/../compare.py" --suite enja_compare --report distortion \
+"$py" "$here/../compare.py" --suite enja_compare --work "$work_root/enja_compare" --report distortion \
   rnnsearch rnn_s_distortion rnn_t_distortion rnn_h_distortion baseline \
   rnn_h_lambda@0.1 rnn_h_lambda@0.3 rnn_h_lambda@0.7 rnn_h_lambda@0.9 \
-  rnn_h_window@1 rnn_h_window@2 rnn_h_window@4 rnn_h_window@5 "${args[@]}"
-alignment_quality "$root/work/enja_compare" "$data/wa-jaen-kftt" ja en \
+  rnn_h_window@1 rnn_h_window@2 rnn_h_window@4 rnn_h_window@5 ${args[@]+"${args[@]}"}
+alignment_quality "$work_root/enja_compare" "$data/wa-jaen-kftt" ja en \
   rnnsearch rnn_s_distortion rnn_t_distortion rnn_h_distortion
 
 # Zh->En: the IWSLT17 split of recipes/lattice/run.sh, segmented and lowercased like the Tsinghua gold set
@@ -63,5 +64,5 @@ for split in train valid test; do
   mv "$corpus/$split.en.lc.gz" "$corpus/$split.en.gz"
 done
 "$py" "$here/../compare.py" --suite zhen_compare --data-dir "$corpus" --work "$zhen_work" --report distortion \
-  rnnsearch rnn_h_distortion baseline "${args[@]}"
+  rnnsearch rnn_h_distortion baseline ${args[@]+"${args[@]}"}
 alignment_quality "$zhen_work" "$data/wa-zhen-tsinghua" zh en rnnsearch rnn_h_distortion

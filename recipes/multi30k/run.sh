@@ -15,7 +15,7 @@ download_data() {
   local base=https://github.com/multi30k/dataset/raw/master/data/task1/raw pair lang
   for pair in train:train val:valid test_2016_flickr:test2016 test_2017_flickr:test2017; do
     for lang in en de; do
-      curl -fsSL "$base/${pair%%:*}.$lang.gz" -o "$data_dir/${pair##*:}.$lang.gz"
+      download_file "$base/${pair%%:*}.$lang.gz" "$data_dir/${pair##*:}.$lang.gz"
     done
   done
 }

@@ -52,13 +52,16 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --data-dir) nist="$2"; shift 2 ;;
     --dev|--tests|--segmenter|--sets) split_args+=("$1" "$2"); shift 2 ;;
-    --work) work="$2"; args+=("$1" "$2"); shift 2 ;;
     *) args+=("$1"); shift ;;
   esac
 done
 [ -n "$nist" ] || download_data
+recipe_args ${args[@]+"${args[@]}"}  # the other flags and the budget, checked before the corpus is segmented
+[ "$download" = 0 ] || download_data
 recipe_setup
+recipe_budget
 "$py" -c "import jieba" 2>/dev/null || "$root/.venv/bin/pip" install -q "jieba>=0.42"
 "$py" "$here/corpus.py" split --data-dir "$nist" --out "$work/corpus" ${split_args[@]+"${split_args[@]}"}
 tests="$(cat "$work/corpus/tests.txt")"
-recipe_main --data-dir "$work/corpus" ${args[@]+"${args[@]}"}
+data_dir="$work/corpus"
+recipe_run

@@ -15,7 +15,7 @@ download_data() {
   local base=https://raw.githubusercontent.com/odashi/small_parallel_enja/master split lang
   for split in train dev:valid test; do
     for lang in ja en; do
-      curl -fsSL "$base/${split%%:*}.$lang" | gzip > "$data_dir/${split##*:}.$lang.gz"
+      download_file "$base/${split%%:*}.$lang" "$data_dir/${split##*:}.$lang.gz" gzip
     done
   done
 }

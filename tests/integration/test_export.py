@@ -31,11 +31,17 @@ def test_ctranslate2_gives_the_same_translations(trained_run, small_data, tmp_pa
         assert same >= len(sources) - 2, (beam, same, len(sources))
 
 
-def test_a_model_with_a_method_does_not_export(train_tiny, tmp_path, capsys):
-    train_tiny("model.methods.reorder_emb.variant=both", steps=3, name="re")
-    assert main(["export", "--model", str(tmp_path / "re"), "--format", "ctranslate2", "--out", str(tmp_path / "o"),
-                 "--checkpoint", "last"]) == 2
-    assert "methods change the network" in capsys.readouterr().err
+@pytest.mark.parametrize(("setting", "message"), [
+    ("model.methods.reorder_emb.variant=both", "methods change the network; this run uses reorder_emb"),
+    # before: "only the baseline Transformer exports (not the rnn family)", future_cost having a model class of its own
+    ("model.methods.future_cost.model=2", "methods change the network; this run uses future_cost"),
+    ("model.preset=rnn-tiny", "only the baseline Transformer exports, not the rnn family's"),
+], ids=["reorder_emb", "future_cost", "rnn"])
+def test_a_model_with_a_method_or_another_network_does_not_export(setting, message, train_tiny, tmp_path, capsys):
+    train_tiny(setting, steps=3, name="other")
+    assert main(["export", "--model", str(tmp_path / "other"), "--format", "ctranslate2", "--out",
+                 str(tmp_path / "o"), "--checkpoint", "last"]) == 2
+    assert message in capsys.readouterr().err and not (tmp_path / "o").exists()
 
 
 def test_an_out_folder_that_is_not_an_export_is_refused_and_an_export_is_replaced(trained_run, tmp_path, capsys):
@@ -55,3 +61,22 @@ def test_an_out_folder_that_is_not_an_export_is_refused_and_an_export_is_replace
     assert main([*export, str(out), "--quantization", "int8"]) == 0
     assert (out / "model.bin").is_file()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ct2", "notes"]  # no temporary folder left
+
+
+def test_an_over_long_source_is_cut_as_ordo_cuts_it_with_max_input_length(train_tiny, small_data, tmp_path):
+    """docs/cli.md's call: ``max_input_length=model.max_positions`` (EOS included) cuts a long source where ordo
+    does; CTranslate2's default (1024) runs past the exported position table of a smaller model."""
+    train_tiny("model.max_positions=100", steps=3, name="short")
+    out = tmp_path / "ct2"
+    assert main(["export", "--model", str(tmp_path / "short"), "--format", "ctranslate2", "--out", str(out),
+                 "--checkpoint", "last"]) == 0
+    loaded = api.load_run(tmp_path / "short", "last", "cpu")
+    long = " ".join(read_lines(small_data / "test.src.txt")[:12])
+    pieces = loaded.src_vocab.pieces(loaded.src_vocab.encode(long))
+    assert len(pieces) > 100
+    ours = loaded.translate_hypotheses([long], beam_size=1, max_len_a=0.0, max_len_b=30)
+    translator = ctranslate2.Translator(str(out), device="cpu", intra_threads=1)
+    theirs = translator.translate_batch([pieces], beam_size=1, max_input_length=100, max_decoding_length=30)
+    assert theirs[0].hypotheses[0] == loaded.tgt_vocab.pieces(ours[0][0].tokens)
+    with pytest.raises(RuntimeError, match="No position encodings are defined for positions >= 100"):
+        translator.translate_batch([pieces], beam_size=1, max_decoding_length=30)
