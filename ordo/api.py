@@ -94,11 +94,28 @@ def run_config(run_dir: Path, raw: dict[str, Any], where: str = "config") -> Exp
     for section in ("train", "decode"):
         merged[section] = {**saved.get(section, {}), **raw.get(section, {})}
     cfg = build_config(merged, f"{where} over {saved_path}")
+    warn_batch_changes(build_config(saved, str(saved_path)), cfg, saved_path)
     if raw.get("model"):
         requested = build_config({"model": raw["model"]}, where).model
         if requested != saved_model:
             raise ConfigError(f"{saved_path}: the run was started with a different model section; use a new run dir")
     return cfg
+
+
+# the train settings that make an epoch's list of batches: a resumed run's place in its epoch is an index into it
+BATCH_LIST_KEYS = ("seed", "max_tokens", "batch_by", "target_bucket", "pad_multiple")
+
+
+def warn_batch_changes(saved: ExperimentConfig, cfg: ExperimentConfig, saved_path: Path) -> None:
+    """Warn, naming each, of the settings of :data:`BATCH_LIST_KEYS` that a resumed run changes from its saved
+    ``config.yaml``: the checkpoint's place in the epoch then indexes another list of batches, so the rest of that
+    epoch may skip some sentences and repeat others, and the run will not repeat an uninterrupted one."""
+    changed = [f"train.{key} ({getattr(saved.train, key)} -> {getattr(cfg.train, key)})" for key in BATCH_LIST_KEYS
+               if getattr(saved.train, key) != getattr(cfg.train, key)]
+    if changed:
+        logger.warning("%s: resuming with %s changed: the rest of the current epoch follows another list of "
+                       "batches (some sentences may be skipped or repeated until the epoch ends)", saved_path,
+                       ", ".join(changed))
 
 
 def _copy_data_meta(meta: DataMeta, data_dir: Path, run_dir: Path) -> None:

@@ -12,7 +12,7 @@ import torch
 
 from ordo import api
 from ordo.checkpoint import load_checkpoint, step_checkpoints
-from ordo.config import load_config
+from ordo.config import load_config, save_config
 from ordo.data.corpus import DataMeta
 from ordo.errors import CheckpointError, TrainingInterrupted
 from ordo.training import trainer as trainer_module
@@ -216,3 +216,16 @@ def test_train_out_naming_a_file_is_a_one_line_error(small_data, tmp_path, capsy
     not_a_run.write_bytes(b"x")
     assert main(["train", "--data", str(small_data), "--out", str(not_a_run), "--preset", "tiny"]) == 2
     assert f"ordo train: error: --out {not_a_run}: a file, not a run directory" in capsys.readouterr().err
+
+
+def test_resuming_with_settings_that_make_the_batches_changed_warns_naming_each(tmp_path, caplog):
+    run = tmp_path / "run"
+    run.mkdir()
+    save_config(config(tmp_path / "data"), run / "config.yaml")
+    with caplog.at_level("WARNING", logger="ordo"):
+        api.run_config(run, {"train": {"max_steps": 9, "lr": 1e-3}})
+    assert "changed" not in caplog.text, "a longer run or another learning rate keeps the batches"
+    with caplog.at_level("WARNING", logger="ordo"):
+        api.run_config(run, {"train": {"max_tokens": 200, "seed": 3}})
+    assert "train.seed (1 -> 3), train.max_tokens (300 -> 200) changed" in caplog.text
+    assert str(run / "config.yaml") in caplog.text
