@@ -83,7 +83,9 @@ def run_config(run_dir: Path, raw: dict[str, Any], where: str = "config") -> Exp
     """The config of a run: the saved ``config.yaml`` (when resuming) updated by ``raw``, validated; errors
     name ``where`` (what ``raw`` was read from, e.g. ``exp.yaml + --set``).
 
-    The model section of a run cannot change once training started.
+    The model section of a run cannot change once training started: one given again must build the saved model,
+    compared whole where it names a preset, else as keys over the saved section (``--set model.d_model=16`` alone
+    names the run's own width, not the default preset's model with that width).
     """
     saved_path = run_dir / "config.yaml"
     if not saved_path.exists():
@@ -96,7 +98,8 @@ def run_config(run_dir: Path, raw: dict[str, Any], where: str = "config") -> Exp
     cfg = build_config(merged, f"{where} over {saved_path}")
     warn_batch_changes(build_config(saved, str(saved_path)), cfg, saved_path)
     if raw.get("model"):
-        requested = build_config({"model": raw["model"]}, where).model
+        given = raw["model"] if "preset" in raw["model"] else {**saved.get("model", {}), **raw["model"]}
+        requested = build_config({"model": given}, where).model
         if requested != saved_model:
             raise ConfigError(f"{saved_path}: the run was started with a different model section; use a new run dir")
     return cfg

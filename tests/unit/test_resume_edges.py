@@ -14,7 +14,7 @@ from ordo import api
 from ordo.checkpoint import load_checkpoint, step_checkpoints
 from ordo.config import load_config, save_config
 from ordo.data.corpus import DataMeta
-from ordo.errors import CheckpointError, TrainingInterrupted
+from ordo.errors import CheckpointError, ConfigError, TrainingInterrupted
 from ordo.training import trainer as trainer_module
 from ordo.training.distributed import DistributedContext
 from ordo.training.trainer import Trainer, rescaled_position
@@ -229,3 +229,13 @@ def test_resuming_with_settings_that_make_the_batches_changed_warns_naming_each(
         api.run_config(run, {"train": {"max_tokens": 200, "seed": 3}})
     assert "train.seed (1 -> 3), train.max_tokens (300 -> 200) changed" in caplog.text
     assert str(run / "config.yaml") in caplog.text
+
+
+def test_a_model_setting_given_again_on_resume_is_compared_with_the_runs_own_model(tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    save_config(config(tmp_path / "data"), run / "config.yaml")
+    assert api.run_config(run, {"model": {"d_model": 16}}).model.d_model == 16, "the run's own width, given again"
+    for model in ({"d_model": 32}, {"preset": "small"}, {"preset": "tiny"}):  # tiny alone: not the run's d_model 16
+        with pytest.raises(ConfigError, match="different model section"):
+            api.run_config(run, {"model": model})
