@@ -416,7 +416,7 @@ class KeyTiming:
     the same product on BLAS. So the trial moves the whole key: a trial on one of its weights, the others still on
     the rule's, judged oneDNN beside BLAS products of its own shape, and kept a base model's (512 x 512) layers at
     5 rows on BLAS in 3 of 5 processes (the three layers of a decoder layer take turns), where they took 215 us a
-    product against oneDNN's 161 over a translation (``bench/RESULTS.md``, CPU defaults). And a key that keeps the
+    product against oneDNN's 161 over a translation (``bench/results/cpu_defaults.md``). And a key that keeps the
     rule's backend is tried once more (:meth:`retry`), after its products have taken :data:`RETRY_AFTER_S` more: a
     first trial runs while most keys still run the rule's backend, beside products it will not run beside once the
     keys around it have chosen; the second runs beside the products the choice will run beside.

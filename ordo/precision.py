@@ -25,8 +25,8 @@ def amp_dtype(mode: str, device: torch.device) -> torch.dtype | None:
 
     Where measured, bf16 training ran 1.4-1.8x as fast as float32 on its faster backend: on an AMD EPYC (Zen 5)
     at the tiny, small and base presets, on an Intel Xeon with AMX at the small one; 2,500 updates of the
-    Multi30k recipe scored 38.23 on test2016 in bf16 and 38.27 in float32 (``bench/RESULTS.md``, "CPU defaults
-    per preset")."""
+    Multi30k recipe scored 38.23 on test2016 in bf16 and 38.28 in float32
+    (``bench/results/time_to_quality_m30k_bf16.md``, ``bench/results/time_to_quality_m30k_fp32.md``)."""
     if mode == "auto":
         native = device.type == "cuda" or (device.type == "cpu" and native_bf16())
         return torch.bfloat16 if native else None
