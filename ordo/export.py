@@ -7,10 +7,16 @@ key/value projection, each residual block's LayerNorm -> that block's layer norm
 index 0), embeddings scaled by sqrt(d), the output projection without bias. Tokens are SentencePiece pieces;
 the source gets </s> appended and decoding starts from <s>, as in ordo. Methods change the network, so only
 the plain baseline exports.
+
+Beside CTranslate2's files the folder holds what translating needs without ordo: the run's vocabulary files
+(``source.model`` and ``target.model`` for SentencePiece, ``.tokens`` for a tokenized corpus's list) and
+``translate.json``, the keyword arguments of ``Translator.translate_batch`` that bound lengths and search as
+ordo does (:func:`translate_options`).
 """
 
 from __future__ import annotations
 
+import json
 import shutil
 import tempfile
 from collections.abc import Callable
@@ -65,11 +71,11 @@ def check_exportable(run: LoadedRun) -> None:
     methods (checked first: some give the Transformer a model class of their own), one that reads lattices, or
     one of another family."""
     if run.cfg.model.methods:
-        raise ConfigError(f"export: methods change the network; this run uses {', '.join(run.cfg.model.methods)}")
+        raise ConfigError(f"methods change the network; this run uses {', '.join(run.cfg.model.methods)}")
     if run.lattice is not None:
-        raise ConfigError("export: the run reads lattices (paper 002), which CTranslate2's SentencePiece input cannot give")
+        raise ConfigError("the run reads lattices (paper 002), which CTranslate2's SentencePiece input cannot give")
     if run.cfg.model.family != "transformer" or type(run.model) is not TransformerModel:
-        raise ConfigError(f"export: only the baseline Transformer exports, not the {run.cfg.model.family} family's "
+        raise ConfigError(f"only the baseline Transformer exports, not the {run.cfg.model.family} family's "
                           f"{type(run.model).__name__}")
 
 
@@ -110,6 +116,24 @@ def ctranslate2_spec(run: LoadedRun) -> Any:
     return spec
 
 
+def translate_options(run: LoadedRun) -> dict[str, Any]:
+    """``Translator.translate_batch`` keywords that make CTranslate2 search as ``run`` does: its beam and length
+    penalty (both normalise a score by length ** penalty), a source cut at ``model.max_positions`` tokens with the
+    end-of-sentence token (ordo's ``max_positions - 1`` pieces), and outputs below the exported position table
+    (CTranslate2's own default of 256 where the table is longer)."""
+    positions = run.cfg.model.max_positions
+    return {"beam_size": run.cfg.decode.beam_size, "length_penalty": run.cfg.decode.length_penalty,
+            "max_input_length": positions, "max_decoding_length": min(256, positions - 1)}
+
+
+def write_translation_files(run: LoadedRun, folder: Path) -> None:
+    """Copy ``run``'s vocabulary files into ``folder`` as ``source.SUFFIX`` and ``target.SUFFIX`` and write
+    :func:`translate_options` to ``translate.json``."""
+    for side, vocab in (("source", run.src_vocab), ("target", run.tgt_vocab)):
+        shutil.copyfile(vocab.path, folder / f"{side}{vocab.path.suffix}")
+    (folder / "translate.json").write_text(json.dumps(translate_options(run), indent=2) + "\n", encoding="utf-8")
+
+
 def check_output_dir(out: Path) -> None:
     """Refuse an ``--out`` that the export would destroy: a file, or a folder that holds something other than a
     CTranslate2 model (a run directory given by mistake, say), which it would replace whole.
@@ -147,7 +171,8 @@ def write_directory(out: Path, write: Callable[[Path], None]) -> None:
 
 def export_ctranslate2(run_dir: str | Path, out: str | Path, checkpoint: str = "best",
                        quantization: str | None = None) -> Path:
-    """Write ``run_dir``'s model (``checkpoint``) as a CTranslate2 model directory ``out``.
+    """Write ``run_dir``'s model (``checkpoint``) as a CTranslate2 model directory ``out``, with its vocabulary
+    files and ``translate.json`` (:func:`write_translation_files`).
 
     The model is written beside ``out`` and put in its place when complete (:func:`write_directory`); an
     existing ``out`` must be an earlier export or empty (:func:`check_output_dir`).
@@ -169,5 +194,9 @@ def export_ctranslate2(run_dir: str | Path, out: str | Path, checkpoint: str = "
         def _load(self) -> Any:
             return ctranslate2_spec(run)
 
-    write_directory(out, lambda folder: RunConverter().convert(str(folder), quantization=quantization, force=True))
+    def write(folder: Path) -> None:
+        RunConverter().convert(str(folder), quantization=quantization, force=True)
+        write_translation_files(run, folder)
+
+    write_directory(out, write)
     return out

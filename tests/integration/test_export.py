@@ -1,6 +1,9 @@
 """``ordo export --format ctranslate2``: CTranslate2 translates the exported weights as ordo does."""
 
+import json
+
 import pytest
+import sentencepiece as spm
 
 from ordo import api
 from ordo.cli import main
@@ -31,6 +34,27 @@ def test_ctranslate2_gives_the_same_translations(trained_run, small_data, tmp_pa
         assert same >= len(sources) - 2, (beam, same, len(sources))
 
 
+def test_the_export_folder_translates_text_without_ordo(trained_run, small_data, tmp_path):
+    """docs/cli.md's example: the folder's SentencePiece models and translate.json give ordo's translations
+    (before, the pieces came from ``api.load_run``, so a served export still needed ordo and the run folder)."""
+    out = tmp_path / "ct2"
+    assert main(["export", "--model", str(trained_run), "--format", "ctranslate2", "--out", str(out),
+                 "--checkpoint", "last"]) == 0
+    loaded = api.load_run(trained_run, "last", "cpu")
+    options = json.loads((out / "translate.json").read_text())
+    assert options == {"beam_size": loaded.cfg.decode.beam_size, "length_penalty": loaded.cfg.decode.length_penalty,
+                       "max_input_length": loaded.cfg.model.max_positions,
+                       "max_decoding_length": min(256, loaded.cfg.model.max_positions - 1)}
+    source, target = (spm.SentencePieceProcessor(model_file=str(out / f"{side}.model")) for side in ("source", "target"))
+    sources = read_lines(small_data / "test.src.txt")
+    translator = ctranslate2.Translator(str(out), device="cpu", intra_threads=2)
+    results = translator.translate_batch(source.encode(sources, out_type=str), **options)
+    theirs = [target.decode(result.hypotheses[0]) for result in results]
+    # ordo's own length bound (decode.max_len_a, max_len_b) has no CTranslate2 setting: the same bound here
+    ours = loaded.translate(sources, max_len_a=0.0, max_len_b=options["max_decoding_length"])
+    assert sum(a == b for a, b in zip(ours, theirs)) >= len(sources) - 2
+
+
 @pytest.mark.parametrize(("setting", "message"), [
     ("model.methods.reorder_emb.variant=both", "methods change the network; this run uses reorder_emb"),
     # before: "only the baseline Transformer exports (not the rnn family)", future_cost having a model class of its own
@@ -41,7 +65,8 @@ def test_a_model_with_a_method_or_another_network_does_not_export(setting, messa
     train_tiny(setting, steps=3, name="other")
     assert main(["export", "--model", str(tmp_path / "other"), "--format", "ctranslate2", "--out",
                  str(tmp_path / "o"), "--checkpoint", "last"]) == 2
-    assert message in capsys.readouterr().err and not (tmp_path / "o").exists()
+    err = capsys.readouterr().err
+    assert f"ordo export: error: {message}" in err and not (tmp_path / "o").exists()
 
 
 def test_an_out_folder_that_is_not_an_export_is_refused_and_an_export_is_replaced(trained_run, tmp_path, capsys):
