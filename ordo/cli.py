@@ -291,6 +291,8 @@ def _add_serve(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--batch-tokens", type=int, default=6000,
                    help="most source tokens the worker gathers from several requests (default 6000)")
     p.add_argument("--max-queue-sentences", type=int, default=2048, help="most sentences waiting (503 beyond)")
+    p.add_argument("--max-body-bytes", type=int, default=1_048_576,
+                   help="most bytes in a request body (413 beyond, no more of it read; default 1048576, 1 MiB)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -746,7 +748,8 @@ def run_serve(args: argparse.Namespace) -> None:
     from ordo.serve.app import ServeLimits, create_app
 
     for flag, value in (("--max-batch-sentences", args.max_batch_sentences), ("--batch-tokens", args.batch_tokens),
-                        ("--max-queue-sentences", args.max_queue_sentences), ("--timeout", args.timeout)):
+                        ("--max-queue-sentences", args.max_queue_sentences), ("--timeout", args.timeout),
+                        ("--max-body-bytes", args.max_body_bytes)):
         if value <= 0:
             raise ConfigError(f"{flag}: {value} must be positive")
     for flag, value in (("--max-sentence-tokens", args.max_sentence_tokens),
@@ -758,7 +761,8 @@ def run_serve(args: argparse.Namespace) -> None:
         api.setup_logging()
         runs = {name: api.load_run(run, args.checkpoint, args.device, int8=args.int8) for name, run in served}
         limits = ServeLimits(args.max_batch_sentences, args.max_sentence_tokens, args.timeout,
-                             args.batch_window_ms / 1000, args.batch_tokens, args.max_queue_sentences)
+                             args.batch_window_ms / 1000, args.batch_tokens, args.max_queue_sentences,
+                             args.max_body_bytes)
         log = logging.getLogger("ordo.serve")
         if args.host not in ("127.0.0.1", "localhost", "::1"):
             log.warning("binding %s: the server is reachable from other machines, without authentication", args.host)

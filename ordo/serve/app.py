@@ -8,8 +8,9 @@ file path, a shell or ``torch.load``.
 Refusals (every one a JSON body ``{"detail": "..."}`` naming the reason or the limit):
 400 malformed JSON or a body that is not UTF-8; 422 wrong types, an empty ``text`` list, ``n_best`` over the
 beam, references not one per sentence, a lone UTF-16 surrogate (a JSON escape) in a sentence, a sentence the model
-cannot encode; 404 an unknown model; 413 too many sentences in a request or too many tokens in a sentence or a
-reference; 503 the queue is full (with ``Retry-After``); 504 not translated within the timeout.
+cannot encode; 404 an unknown model; 413 a body of more bytes than the limit (refused as soon as the read passes
+it, see :mod:`ordo.serve.body`), too many sentences in a request or too many tokens in a sentence or a reference;
+503 the queue is full (with ``Retry-After``); 504 not translated within the timeout.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
-from collections.abc import AsyncIterator, Awaitable, Callable, Hashable, Mapping, Sequence
+from collections.abc import AsyncIterator, Hashable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,7 +26,7 @@ from typing import Any, NamedTuple
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import FileResponse, JSONResponse, Response
+from fastapi.responses import FileResponse, JSONResponse
 from fastapi.staticfiles import StaticFiles
 
 from ordo.api import LoadedRun
@@ -35,6 +36,7 @@ from ordo.detail import TranslationDetail, text_ribes
 from ordo.errors import OrdoError
 from ordo.evaluation.order import ribes_tokens
 from ordo.serve.batching import MicroBatcher, QueueFullError
+from ordo.serve.body import BodyLimit
 from ordo.serve.schemas import Health, ModelInfo, TranslateRequest, TranslateResponse, sentence_result
 
 logger = logging.getLogger("ordo.serve")
@@ -57,6 +59,7 @@ class ServeLimits:
         window_s: how long the worker waits for more requests to batch with the first.
         batch_tokens: the most source tokens the worker gathers from several requests into one call.
         max_queue_sentences: the most sentences waiting for the worker (503 beyond).
+        max_body_bytes: the most bytes in a request body (413 beyond; no more of it is read).
     """
 
     max_batch_sentences: int = 64
@@ -65,6 +68,7 @@ class ServeLimits:
     window_s: float = 0.005
     batch_tokens: int = 6000
     max_queue_sentences: int = 2048
+    max_body_bytes: int = 1_048_576
 
 
 class BatchKey(NamedTuple):
@@ -103,7 +107,7 @@ def model_info(name: str, run: LoadedRun, limits: ServeLimits) -> ModelInfo:
     return ModelInfo(name=name, family=run.cfg.model.family, methods=sorted(run.cfg.model.methods),
                      parameters=count_parameters(run.model), src_vocab_size=len(run.src_vocab),
                      tgt_vocab_size=len(run.tgt_vocab), max_sentence_tokens=token_limit(run, limits),
-                     beam_size=run.cfg.decode.beam_size)
+                     max_batch_sentences=limits.max_batch_sentences, beam_size=run.cfg.decode.beam_size)
 
 
 def source_lengths(run: LoadedRun, texts: list[str]) -> list[int]:
@@ -204,15 +208,6 @@ def create_app(runs: dict[str, LoadedRun], limits: ServeLimits | None = None) ->
             return JSONResponse({"detail": f"malformed JSON: {reason} (character {position})"}, status_code=400)
         return JSONResponse({"detail": "; ".join(validation_reason(p) for p in problems)}, status_code=422)
 
-    @app.middleware("http")
-    async def utf8_only(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
-        if request.method == "POST":
-            try:
-                (await request.body()).decode("utf-8")
-            except UnicodeDecodeError as err:
-                return JSONResponse({"detail": f"the request body is not UTF-8 (byte {err.start})"}, status_code=400)
-        return await call_next(request)
-
     @app.post("/v1/translate", response_model=TranslateResponse, response_model_exclude_none=True,
               responses={400: {}, 404: {}, 413: {}, 422: {}, 503: {}, 504: {}})
     async def translate(request: TranslateRequest) -> TranslateResponse:
@@ -258,4 +253,5 @@ def create_app(runs: dict[str, LoadedRun], limits: ServeLimits | None = None) ->
         return FileResponse(STATIC_DIR / "index.html")
 
     app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
+    app.add_middleware(BodyLimit, max_body_bytes=limits.max_body_bytes)
     return app

@@ -68,6 +68,7 @@ class ModelInfo(BaseModel):
     src_vocab_size: int
     tgt_vocab_size: int
     max_sentence_tokens: int
+    max_batch_sentences: int = Field(description="the most sentences one request may hold (413 beyond)")
     beam_size: int
 
 

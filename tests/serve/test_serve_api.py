@@ -44,7 +44,7 @@ def test_models_health_docs_and_page(client, run):
     models = client.get("/v1/models").json()
     assert models == [{"name": "tiny", "family": "transformer", "methods": [], "parameters": count_parameters(run.model),
                        "src_vocab_size": len(run.src_vocab), "tgt_vocab_size": len(run.tgt_vocab),
-                       "max_sentence_tokens": 30, "beam_size": run.cfg.decode.beam_size}]
+                       "max_sentence_tokens": 30, "max_batch_sentences": 8, "beam_size": run.cfg.decode.beam_size}]
     assert client.get("/healthz").json() == {"status": "ok", "models": ["tiny"], "queued_sentences": 0}
     paths = client.get("/openapi.json").json()["paths"]
     assert {"/v1/translate", "/v1/models", "/healthz"} <= set(paths)

@@ -6,6 +6,8 @@ const $ = (id) => document.getElementById(id);
 const SVG = "http://www.w3.org/2000/svg";
 let answers = [];  // per model slot: the JSON answer of /v1/translate, or null
 let chosen = 0;    // the sentence whose detail is shown
+let busy = false;  // a translation is under way: Ctrl+Enter and the button wait for it
+const batchLimits = {};  // model name -> the most sentences one request may hold (the server's limit)
 
 function showError(message) {
   const box = $("error");
@@ -24,6 +26,7 @@ async function loadModels() {
         option.textContent = `${model.name} (${model.methods.join("+") || model.family})`;
         $(`model-${slot}`).appendChild(option);
       }
+      batchLimits[model.name] = model.max_batch_sentences;
     }
     if (models.length) $("beam").value = models[0].beam_size;
   } catch (err) {
@@ -35,12 +38,20 @@ function lines(id) {
   return $(id).value.split("\n").map((line) => line.replace(/\r$/, ""));
 }
 
-async function translateWith(model, text, references) {
+async function post(body) {
+  try {
+    return await fetch("/v1/translate", {
+      method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body),
+    });
+  } catch (err) {
+    throw new Error(`Could not reach the server; is ordo serve still running? (${err.message})`);
+  }
+}
+
+async function translateChunk(model, text, references) {
   const body = { model, text, beam_size: Number($("beam").value) || 1, return_attention: true, return_alignment: true };
   if (references) body.references = references;
-  const reply = await fetch("/v1/translate", {
-    method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body),
-  });
+  const reply = await post(body);
   const data = await reply.json().catch(() => ({ detail: reply.statusText }));
   if (!reply.ok) {
     const detail = typeof data.detail === "string" ? data.detail : JSON.stringify(data.detail);
@@ -49,18 +60,40 @@ async function translateWith(model, text, references) {
   return data;
 }
 
+// One answer for all of `text`, sent in requests of at most the server's max_batch_sentences sentences each.
+async function translateWith(model, text, references, progress) {
+  const size = batchLimits[model] || text.length;
+  const answer = { model, translations: [], sentences: [] };
+  for (let start = 0; start < text.length; start += size) {
+    progress(start);
+    const part = await translateChunk(model, text.slice(start, start + size),
+                                      references && references.slice(start, start + size));
+    answer.translations.push(...part.translations);
+    answer.sentences.push(...part.sentences);
+  }
+  return answer;
+}
+
 async function translate() {
+  if (busy) return;
   let text = lines("sources");
   while (text.length > 1 && text[text.length - 1] === "") text.pop();
-  if (!text.some((line) => line.trim())) { showError("Paste at least one sentence."); return; }
+  if (!text.some((line) => line.trim())) {
+    $("status").textContent = "";
+    showError("Paste at least one sentence.");
+    return;
+  }
   const refs = lines("references").slice(0, text.length);
   const references = refs.some((line) => line.trim()) ? text.map((_, i) => refs[i] || "") : null;
   const models = [$("model-0").value, $("model-1").value];
   showError("");
+  busy = true;
   $("translate").disabled = true;
-  $("status").textContent = "Translating…";
+  const progress = (done) => {
+    $("status").textContent = done ? `Translating… (${done} of ${text.length} sentences done)` : "Translating…";
+  };
   try {
-    answers = await Promise.all(models.map((m) => (m ? translateWith(m, text, references) : null)));
+    answers = await Promise.all(models.map((m) => (m ? translateWith(m, text, references, progress) : null)));
     chosen = 0;
     render(text);
     $("status").textContent = `${text.length} sentence${text.length > 1 ? "s" : ""} translated`;
@@ -68,6 +101,7 @@ async function translate() {
     $("status").textContent = "";
     showError(err.message);
   } finally {
+    busy = false;
     $("translate").disabled = false;
   }
 }
@@ -91,7 +125,14 @@ function render(text) {
       cell.className = "translation";
       cell.textContent = answer.translations[index];
     });
-    row.addEventListener("click", () => { chosen = index; renderDetails(); });
+    const choose = () => { chosen = index; renderDetails(); };
+    row.tabIndex = 0;  // reachable with Tab; Enter or Space shows its detail as a click does
+    row.addEventListener("click", choose);
+    row.addEventListener("keydown", (event) => {
+      if (event.key !== "Enter" && event.key !== " ") return;
+      event.preventDefault();
+      choose();
+    });
   });
   $("results").hidden = false;
   renderDetails();
@@ -99,7 +140,9 @@ function render(text) {
 
 function renderDetails() {
   document.querySelectorAll("#translations tbody tr").forEach((row) => {
-    row.classList.toggle("selected", Number(row.dataset.index) === chosen);
+    const selected = Number(row.dataset.index) === chosen;
+    row.classList.toggle("selected", selected);
+    if (selected) row.setAttribute("aria-current", "true"); else row.removeAttribute("aria-current");
   });
   const panel = $("details");
   panel.replaceChildren();
@@ -204,7 +247,9 @@ function heatmap(table, sentence) {
 }
 
 $("translate").addEventListener("click", translate);
-$("sources").addEventListener("keydown", (event) => {
-  if (event.key === "Enter" && (event.ctrlKey || event.metaKey)) translate();
-});
+for (const id of ["sources", "references"]) {
+  $(id).addEventListener("keydown", (event) => {
+    if (event.key === "Enter" && (event.ctrlKey || event.metaKey)) translate();
+  });
+}
 loadModels();
