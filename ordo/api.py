@@ -9,6 +9,7 @@ Example (in a notebook)::
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import os
@@ -221,18 +222,35 @@ def train(cfg: ExperimentConfig, run_dir: str | Path) -> Progress:
     """Train (or resume) the run in ``run_dir``: saves the resolved config, vocabularies, parameter count
     and a log file there, then runs :class:`ordo.training.trainer.Trainer`. ``cfg.data`` may name several
     shards (``DIR1:DIR2:...``, :mod:`ordo.data.shards`): each must hold a training split and the first's
-    vocabularies, or an InputError names it."""
-    from ordo.training.trainer import Trainer  # imported here: translating needs neither it nor sacreBLEU
+    vocabularies, or an InputError names it.
+
+    The run directory is locked while it trains (:mod:`ordo.training.lock`; under torchrun by rank 0 alone, the
+    process that writes it), so a second training of the same run stops before writing anything there.
+
+    Raises:
+        RunLocked: when another process is training in ``run_dir``, naming it.
+    """
+    from ordo.training.lock import run_lock  # imported here, as the trainer: translating needs neither
 
     run_dir = Path(run_dir)
     dirs = data_dirs(cfg.data)
     metas = shard_metas(dirs)
+    check_run_vocabulary(run_dir, dirs[0], metas[0])
+    check_positions(cfg, dirs, metas[0])
+    main_process = int(os.environ.get("RANK", "0")) == 0  # under torchrun only rank 0 writes files and logs
+    with run_lock(run_dir) if main_process else contextlib.nullcontext():
+        return _train_locked(cfg, run_dir, dirs, metas, main_process)
+
+
+def _train_locked(cfg: ExperimentConfig, run_dir: Path, dirs: list[Path], metas: list[DataMeta],
+                  main_process: bool) -> Progress:
+    """:func:`train` once the run directory is locked: ``dirs`` are the training shards, ``metas`` their
+    ``data.yaml``; ``main_process`` says whether this process writes the run's files."""
+    from ordo.training.trainer import Trainer  # imported here: translating needs neither it nor sacreBLEU
+
     data_dir, meta = dirs[0], metas[0]
-    check_run_vocabulary(run_dir, data_dir, meta)
-    check_positions(cfg, dirs, meta)
     if cfg.train.threads > 0:
         torch.set_num_threads(cfg.train.threads)
-    main_process = int(os.environ.get("RANK", "0")) == 0  # under torchrun only rank 0 writes files and logs
     setup_logging(run_dir / "train.log" if main_process else None, logging.INFO if main_process else logging.WARNING)
     torch.manual_seed(cfg.train.seed)
     built = build_for_data(cfg, meta)

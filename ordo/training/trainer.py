@@ -42,11 +42,13 @@ from ordo.precision import amp_dtype, autocast, describe
 from ordo.training.checkpoint import prune_checkpoints, remove_stale_temporaries
 from ordo.training.compiled import batch_pad_multiple, forward_losses
 from ordo.training.distributed import DistributedContext
+from ordo.training.fingerprint import fingerprint_changes, split_fingerprint
 from ordo.training.interrupt import StopSignals
 from ordo.training.optim import build_optimizer, inverse_sqrt_lr, load_optimizer_state, set_lr
 
 logger = logging.getLogger("ordo.train")
 
+LIMIT_REACHED = 256  # above every signal's number: agreed_stop's code for a stopping condition of rank 0
 PROCESS_SEED_STRIDE = 1_000_003  # process r > 0 draws dropout from seed + r x this, apart from rank 0's seed
 SHARED_FILESYSTEM = "training on several machines needs the run directory on a filesystem they all share"
 
@@ -65,6 +67,7 @@ class Progress:
     train_seconds: float = 0.0  # wall time spent training, over all resumptions
     src_tokens: int = 0  # source tokens (EOS included) this process has trained on, over all resumptions
     tgt_tokens: int = 0  # target tokens likewise
+    data_fingerprint: dict[str, dict[str, Any]] = field(default_factory=dict)  # the shard's training split (rank 0)
 
 
 @dataclass
@@ -121,6 +124,7 @@ class Trainer:
         self.progress = Progress()
         self.saved_step = -1  # the update whose checkpoint is complete on disk (validated when there is a dev set)
         self.off_grid: list[Path] = []  # checkpoints off the valid_every grid, to go once a later one is saved
+        self.epoch_length = 0  # batches in this process's share of the current epoch (0: not built yet)
 
     # -- checkpoints -------------------------------------------------------------------------------
 
@@ -328,12 +332,36 @@ class Trainer:
         self.progress.shard = str(shard)
         logger.info("epoch %d | shard %d of %d: %s (%d pairs)", self.progress.epoch, self.data_dirs.index(shard) + 1,
                     len(self.data_dirs), shard, len(self.train_data))
+        if self.dist.is_main:
+            self.check_data_fingerprint()
+
+    def check_data_fingerprint(self) -> None:
+        """Record the fingerprint of the training split the epoch reads (:mod:`ordo.training.fingerprint`) and,
+        in a run resumed part-way through an epoch, warn, naming each side and how, when it differs from the
+        checkpoint's: the split was changed in place since, and the checkpoint's place in the epoch now indexes
+        another list of batches.
+
+        A warning, not an error, as for a changed ``train.seed`` or ``train.max_tokens`` (ordo.api's
+        ``warn_batch_changes``), which do the same to the epoch: the run can go on, only the rest of that epoch may
+        skip some sentences and repeat others. Data of another vocabulary, which would make the weights wrong, is
+        refused before this (``check_run_vocabulary``), and what changes with the same vocabulary is most often
+        meant (pairs added or filtered, ``ordo prepare --vocab-from``): refusing would strand a preempted job that
+        restarts by itself, with no means to go on."""
+        now = split_fingerprint(self.train_data)
+        split = self.train_data.src.prefix.with_suffix("")
+        changes = fingerprint_changes(self.progress.data_fingerprint, now, split) if self.progress.position else []
+        if changes:
+            logger.warning("the training data changed since the checkpoint was saved (%s): epoch %d goes on from "
+                           "batch %d of another list of batches (some sentences may be skipped or repeated until "
+                           "the epoch ends)", "; ".join(changes), self.progress.epoch, self.progress.position)
+        self.progress.data_fingerprint = now
 
     def updates(self) -> Iterator[list[np.ndarray]]:
         """Groups of ``update_freq`` batches from the saved position on, epoch after epoch, shard after shard."""
         while self.tcfg.max_epochs <= 0 or self.progress.epoch <= self.tcfg.max_epochs:
             self.read_epoch_shard()
             batches = self.epoch_batch_list(self.progress.epoch)
+            self.epoch_length = len(batches)
             while self.progress.position < len(batches):
                 start = self.progress.position
                 self.progress.position = min(start + self.tcfg.update_freq, len(batches))
@@ -486,12 +514,30 @@ class Trainer:
         being the number of a signal received (0: none) and ``reason`` None to go on.
 
         A signal that any process received stops them all; the stopping conditions are rank 0's
-        (``train.max_minutes`` is measured per process), so all processes stop at the same update."""
+        (``train.max_minutes`` is measured per process), so all processes stop at the same update. A signal that
+        arrives at the run's last update (a stopping condition holds, or the last epoch is done) is only logged:
+        the run ends as it would have without it, validated and saved, and ``ordo train`` exits with status 0."""
         reason = self.should_stop() if self.dist.is_main else None
-        code = self.dist.all_reduce_max(signal_number or int(reason is not None))  # a signal > 1, a limit 1
-        if code > 1:
-            return code, f"received {signal.Signals(code).name}"
-        return 0, (reason or "rank 0 reached a stopping condition") if code else None
+        code = self.dist.all_reduce_max(LIMIT_REACHED * int(reason is not None) + signal_number)
+        if code >= LIMIT_REACHED:
+            self.log_late_signal(signal_number)
+            return 0, reason or "rank 0 reached a stopping condition"
+        if code and self.epochs_done():  # alike on every process: their shares of an epoch are as long
+            self.log_late_signal(signal_number)
+            return 0, None  # the loop ends with the epochs, as an uninterrupted run's
+        return code, f"received {signal.Signals(code).name}" if code else None
+
+    def epochs_done(self) -> bool:
+        """Whether the update just done was the last one of the last epoch (``train.max_epochs``)."""
+        last_epoch = 0 < self.tcfg.max_epochs <= self.progress.epoch
+        return last_epoch and 0 < self.epoch_length <= self.progress.position
+
+    @staticmethod
+    def log_late_signal(signal_number: int) -> None:
+        """Log that ``signal_number``, this process's (0: none), arrived at the run's last update: it stops nothing."""
+        if signal_number:
+            logger.warning("%s arrived at the last update of the run: finishing it as usual (saving it, validated)",
+                           signal.Signals(signal_number).name)
 
     def train(self) -> Progress:
         """Train until a stopping condition holds; validate and checkpoint every ``valid_every`` updates.

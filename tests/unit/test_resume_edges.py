@@ -1,7 +1,7 @@
 """Resuming a run whose circumstances changed: its config's optimizer settings and best figure, another number of
 processes, another ``valid_every``, a finished run started again, a save cut between ``step_N.pt`` and ``best.pt``,
 a run dir left with ``best.pt`` alone, a checkpoint of another model, fp16 loss scaling turned on, a data
-directory moved."""
+directory moved or its training split changed in place, a signal at the last update."""
 
 import os
 import shutil
@@ -12,8 +12,9 @@ import torch
 
 from ordo import api
 from ordo.checkpoint import load_checkpoint, step_checkpoints
+from ordo.cli import main
 from ordo.config import load_config, save_config
-from ordo.data.corpus import DataMeta
+from ordo.data.corpus import DataMeta, TokenArray, write_token_array
 from ordo.errors import CheckpointError, ConfigError, TrainingInterrupted
 from ordo.training import trainer as trainer_module
 from ordo.training.distributed import DistributedContext
@@ -61,8 +62,8 @@ class RankOf(DistributedContext):
         return model
 
 
-def make_trainer(data, run, dist=None):
-    cfg = config(data)
+def make_trainer(data, run, dist=None, *overrides):
+    cfg = config(data, *overrides)
     return Trainer(api.build_for_data(cfg, DataMeta.load(data)).model, cfg, run, dist=dist)
 
 
@@ -106,23 +107,18 @@ def test_a_finished_run_started_again_is_not_validated_and_saved_again(small_dat
     assert (run / "train.log").read_text().count("valid | update") == 1
 
 
-def test_a_run_stopped_by_a_signal_at_its_last_update_validates_it_when_run_again(small_data, tmp_path, monkeypatch):
+def test_a_run_stopped_by_a_signal_at_what_becomes_its_last_update_validates_it_when_run_again(small_data, tmp_path,
+                                                                                             monkeypatch):
     """As an uninterrupted run does at its end; before, the rerun found the run finished and left the last
-    checkpoint unvalidated (and best.pt without it)."""
-    real_step = Trainer.train_step
-
-    def step_then_signal(self, group, stats):
-        real_step(self, group, stats)
-        if self.progress.step == 3:
-            os.kill(os.getpid(), signal.SIGTERM)
-
-    monkeypatch.setattr(Trainer, "train_step", step_then_signal)
+    checkpoint unvalidated (and best.pt without it). (A signal at the last update of the run as started finishes
+    it instead: test_a_signal_at_the_last_update_finishes_the_run_with_status_0.)"""
+    real_step = signal_at_update(monkeypatch, 3)
     run = tmp_path / "run"
     with pytest.raises(TrainingInterrupted):
-        api.train(config(small_data, "train.max_steps=3", "train.valid_every=2"), run)
+        api.train(config(small_data, "train.max_steps=5", "train.valid_every=2"), run)
     assert load_checkpoint(run / "checkpoints" / "step_3.pt")["valid"] is None
     monkeypatch.setattr(Trainer, "train_step", real_step)
-    resume(run)
+    resume(run, max_steps=3)
     assert load_checkpoint(run / "checkpoints" / "step_3.pt")["valid"] is not None
     assert progress_of(run / "checkpoints" / "best.pt")["step"] == 3  # the loss still falls at update 3
 
@@ -206,6 +202,96 @@ def test_a_run_on_one_data_directory_resumes_mid_epoch_after_the_directory_moved
     resumed, straight = (load_checkpoint(r / "checkpoints" / "step_4.pt") for r in (run, tmp_path / "straight"))
     assert resumed["progress"]["position"] == straight["progress"]["position"]
     assert all(torch.equal(resumed["model"][k], straight["model"][k]) for k in straight["model"])
+
+
+def rewrite_training_split(data, order):
+    """Write the training split of ``data`` again with its pairs ``order`` (indices), as a preparation in place
+    with other settings would, keeping the vocabulary."""
+    meta = DataMeta.load(data)
+    for side, size in (("src", meta.src_vocab_size), ("tgt", meta.tgt_vocab_size)):
+        array = TokenArray.open(data / f"train.{side}")
+        rows = [array[i] for i in order]
+        write_token_array(data / f"train.{side}", rows, size)
+    meta.splits["train"] = len(order)
+    meta.save(data)
+
+
+def split_counts(data):
+    """Rows and tokens of each side of the training split of ``data``."""
+    arrays = {side: TokenArray.open(data / f"train.{side}") for side in ("src", "tgt")}
+    return {side: (len(array), int(array.offsets[-1])) for side, array in arrays.items()}
+
+
+@pytest.mark.parametrize("change", ["fewer pairs", "pairs in another order"])
+def test_training_data_changed_in_place_is_named_when_resuming_mid_epoch(small_data, tmp_path, caplog, change):
+    """Before, the checkpoint's place in the epoch indexed the new data's list of batches without a word."""
+    data = tmp_path / "data"
+    shutil.copytree(small_data, data)
+    run = tmp_path / "run"
+    api.train(config(data, "train.max_steps=2", "train.valid_every=2"), run)
+    before = split_counts(data)
+    pairs = before["src"][0]
+    rewrite_training_split(data, range(100, pairs) if change == "fewer pairs" else range(pairs - 1, -1, -1))
+    after = split_counts(data)
+    with caplog.at_level("WARNING", logger="ordo"):
+        resume(run, max_steps=3)
+    assert "the training data changed since the checkpoint was saved" in caplog.text
+    for side in ("src", "tgt"):
+        now = f"{after[side][0]} rows, {after[side][1]} tokens"
+        expected = (f"{data}/train.{side}: {before[side][0]} rows, {before[side][1]} tokens -> {now}"
+                    if change == "fewer pairs" else f"{data}/train.{side}: other row lengths ({now})")
+        assert expected in caplog.text
+    assert "epoch 1 goes on from batch 2" in caplog.text
+
+
+def test_a_resume_on_unchanged_data_is_silent_and_repeats_an_uninterrupted_run(small_data, tmp_path, caplog):
+    run = tmp_path / "run"
+    api.train(config(small_data, "train.max_steps=2", "train.valid_every=2"), run)
+    with caplog.at_level("WARNING", logger="ordo"):
+        resume(run, max_steps=4)
+    assert not [r for r in caplog.records if r.levelname == "WARNING"], caplog.text
+    api.train(config(small_data, "train.max_steps=4", "train.valid_every=2"), tmp_path / "straight")
+    resumed, straight = (load_checkpoint(r / "checkpoints" / "step_4.pt") for r in (run, tmp_path / "straight"))
+    assert resumed["progress"] == straight["progress"] | {"train_seconds": resumed["progress"]["train_seconds"]}
+    assert all(torch.equal(resumed["model"][k], straight["model"][k]) for k in straight["model"])
+
+
+def signal_at_update(monkeypatch, step, signal_number=signal.SIGTERM):
+    """Make training send ``signal_number`` to this process during update ``step``."""
+    real_step = Trainer.train_step
+
+    def step_then_signal(self, group, stats):
+        real_step(self, group, stats)
+        if self.progress.step == step:
+            os.kill(os.getpid(), signal_number)
+
+    monkeypatch.setattr(Trainer, "train_step", step_then_signal)
+    return real_step
+
+
+@pytest.mark.parametrize("limit", ["train.max_steps=3", "train.max_epochs=1"])
+def test_a_signal_at_the_last_update_finishes_the_run_with_status_0(small_data, tmp_path, monkeypatch, capsys, limit):
+    """Before, the run that had done its last update was saved unvalidated and `ordo train` exited 143."""
+    epoch = make_trainer(small_data, tmp_path / "probe", None, "train.max_tokens=2000").epoch_batch_list(1)
+    last = 3 if limit == "train.max_steps=3" else len(epoch)
+    signal_at_update(monkeypatch, last)
+    run = tmp_path / "run"
+    sets = [arg for key in [*TINY, "train.max_tokens=2000", "train.valid_every=1000", limit] for arg in ("--set", key)]
+    assert main(["train", "--data", str(small_data), "--out", str(run), *sets]) == 0
+    assert "SIGTERM arrived at the last update of the run: finishing it as usual" in capsys.readouterr().err
+    (checkpoint,) = step_checkpoints(run / "checkpoints")
+    state = load_checkpoint(checkpoint)
+    assert state["progress"]["step"] == last and state["valid"] is not None  # validated, as without the signal
+    assert load_checkpoint(run / "checkpoints" / "best.pt")["progress"]["step"] == last
+
+
+def test_a_signal_before_the_last_update_still_stops_with_its_status(small_data, tmp_path, monkeypatch, capsys):
+    signal_at_update(monkeypatch, 2, signal.SIGINT)
+    run = tmp_path / "run"
+    sets = [arg for key in [*TINY, "train.max_steps=3", "train.valid_every=1000"] for arg in ("--set", key)]
+    assert main(["train", "--data", str(small_data), "--out", str(run), *sets]) == 128 + signal.SIGINT
+    assert "stopped by SIGINT after update 2" in capsys.readouterr().err
+    assert load_checkpoint(run / "checkpoints" / "step_2.pt")["valid"] is None
 
 
 def test_train_out_naming_a_file_is_a_one_line_error(small_data, tmp_path, capsys):
