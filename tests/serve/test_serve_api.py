@@ -198,14 +198,18 @@ def test_concurrent_requests_give_the_outputs_of_ordo_translate(run, texts, trai
 
 
 def test_a_full_queue_gives_503_with_retry_after_and_a_timeout_504_while_health_answers(run):
-    started, release = threading.Event(), threading.Event()
+    started, release, blocked_done = threading.Event(), threading.Event(), threading.Event()
     translate_detailed = run.translate_detailed
 
     def blocking(sentences, **kwargs):
-        if "block ." in sentences:
-            started.set()
-            release.wait(20)
-        return translate_detailed(sentences, **kwargs)
+        if "block ." not in sentences:
+            return translate_detailed(sentences, **kwargs)
+        started.set()
+        release.wait(20)
+        try:
+            return translate_detailed(sentences, **kwargs)
+        finally:
+            blocked_done.set()
 
     app = create_app({"tiny": run}, ServeLimits(window_s=0.0, timeout_s=1.0, max_queue_sentences=2))
 
@@ -220,6 +224,8 @@ def test_a_full_queue_gives_503_with_retry_after_and_a_timeout_504_while_health_
             timed_out = await blocked
             late = await waiting  # its own timeout passes while the blocked batch still holds the model
             release.set()
+            # the 1 s timeout is for "after ." alone, not for the blocked batch still translating on busy cores
+            await asyncio.get_running_loop().run_in_executor(None, blocked_done.wait, 20)
             after = await http.post("/v1/translate", json={"text": ["after ."]})
         return health, full, timed_out, late, after
 
