@@ -215,6 +215,13 @@ def _add_analyze(sub: argparse._SubParsersAction) -> None:
     seeds.add_argument("--system", action="append", required=True, metavar="FILE",
                        help="the system's output of one seed (repeat); paired with the baseline "
                             "files in order only for the bootstrap over test sentences reported beside")
+    seeds.add_argument("--baseline-run", action="append", default=[], metavar="RUN_DIR",
+                       help="the run that wrote each --baseline file, in the same order: the runs' environment.yaml "
+                            "must agree in code, torch, device, threads and precision (all or none given)")
+    seeds.add_argument("--system-run", action="append", default=[], metavar="RUN_DIR",
+                       help="the run that wrote each --system file, in the same order")
+    seeds.add_argument("--allow-mixed", action="store_true",
+                       help="test runs that differ in more than the seed anyway (the verdict table says in what)")
     seeds.add_argument("--target-gain", type=float, metavar="GAIN",
                        help="the gain a claim states (e.g. a paper's): the verdict says whether the interval rules it "
                             "out, and the table how many seeds per side would detect it")
@@ -541,6 +548,26 @@ def _refuse_shared_seed_files(baselines: list[str], systems: list[str]) -> None:
                                  "own outputs")
 
 
+def _seed_run_environments(args: argparse.Namespace) -> str:
+    """``analyze seeds``' check of the runs behind its files (:func:`ordo.provenance.check_seed_runs`), or
+    ``not checked`` without ``--baseline-run`` and ``--system-run``.
+
+    Raises:
+        InputError: when the runs given do not pair with the files one to one, or differ (without --allow-mixed).
+    """
+    from ordo.provenance import check_seed_runs
+
+    if not args.baseline_run and not args.system_run:
+        return "not checked (no --baseline-run, --system-run)"
+    for flag, runs, files in (("--baseline-run", args.baseline_run, args.baseline),
+                              ("--system-run", args.system_run, args.system)):
+        if len(runs) != len(files):
+            raise InputError(f"{flag}: {len(runs)} runs for {len(files)} output files; give the run of each file, "
+                             "in the same order")
+    return check_seed_runs([Path(run) for run in args.baseline_run], [Path(run) for run in args.system_run],
+                           args.allow_mixed)
+
+
 def _checked_runs(items: list[str], checkpoint: str) -> list[tuple[str, Path]]:
     """``--run NAME=RUN_DIR`` arguments as (name, run directory) pairs, each a run directory with the
     ``checkpoint`` asked for, so that a later run without it is named before the first one translates.
@@ -588,7 +615,8 @@ def run_analyze(args: argparse.Namespace) -> None:
         from ordo.evaluation.seeds import bleu_metric, ribes_metric
 
         metric = (ribes_metric if args.metric == "ribes" else bleu_metric)(args.tokenized_bleu)
-        print(report.seeds_report(base_runs, system_runs, refs, _out_folder(args.out), metric, args.target_gain))
+        print(report.seeds_report(base_runs, system_runs, refs, _out_folder(args.out), metric, args.target_gain,
+                                  _seed_run_environments(args)))
         return
     hyp_paths = _named(args.hyp, "--hyp") if args.analysis in ("order", "length") else []
     (sources, *hyp_lines), (refs,) = read_systems([args.src, *(path for _, path in hyp_paths)], [args.ref])

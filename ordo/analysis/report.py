@@ -70,12 +70,14 @@ def length_report(
 
 
 def seeds_report(base_runs: Sequence[tuple[str, list[str]]], system_runs: Sequence[tuple[str, list[str]]],
-                 refs: list[str], out: Path, metric: SeedMetric, target_gain: float | None = None) -> str:
+                 refs: list[str], out: Path, metric: SeedMetric, target_gain: float | None = None,
+                 environments: str = "not checked") -> str:
     """``out/seeds.{md,tsv}``: the score in ``metric`` of every (name, hypotheses) run of the baseline and the
     system; ``out/verdict.{md,tsv}``: the means, the gain with its 95% interval and the t-test's p over seeds,
     the pooled seed sd, the minimum gain these seeds detect with 80% power, the seeds per side that would detect
-    ``target_gain``, the pooled paired bootstrap p over test sentences, and the verdict
-    (:mod:`ordo.evaluation.seeds`). Returns both tables' markdown."""
+    ``target_gain``, the pooled paired bootstrap p over test sentences, the verdict
+    (:mod:`ordo.evaluation.seeds`) and ``environments``, what the runs' records say (:mod:`ordo.provenance`).
+    Returns both tables' markdown."""
     result = compare_seeds([hyps for _, hyps in base_runs], [hyps for _, hyps in system_runs], refs, metric,
                            target_gain)
     test, name = result.test, metric.name
@@ -87,13 +89,13 @@ def seeds_report(base_runs: Sequence[tuple[str, list[str]]], system_runs: Sequen
     needed = result.seeds_needed
     headers = ["baseline seeds", "system seeds", f"baseline mean {name}", f"system mean {name}", "gain",
                "95% interval", "p (t-test over seeds)", "seed sd (pooled)", "min. detectable gain (80% power)",
-               "target gain", "seeds per side for it", "bootstrap p (pooled seeds)", "verdict"]
+               "target gain", "seeds per side for it", "bootstrap p (pooled seeds)", "verdict", "runs' environments"]
     summary = write_tables(out / "verdict", headers, [[
         len(test.base_scores), len(test.system_scores), statistics.fmean(test.base_scores),
         statistics.fmean(test.system_scores), f"{test.mean_gain:+.2f}", f"[{low:+.2f}, {high:+.2f}]",
         f"{test.p_value:.3g}", test.sd, test.min_detectable_gain(), target_gain,
         None if target_gain is None else (needed or f"> {MAX_SEEDS}"), f"{result.sentence_p:.3g}",
-        result.verdict]])
+        result.verdict, environments]])
     return f"{seeds}\n{summary}"
 
 

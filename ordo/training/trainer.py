@@ -39,6 +39,7 @@ from ordo.evaluation.bleu import corpus_scores
 from ordo.gemm import cpu_gemm
 from ordo.losses import AuxLoss, output_nll
 from ordo.precision import amp_dtype, autocast, describe
+from ordo.provenance import environment, record_start
 from ordo.training.checkpoint import prune_checkpoints, remove_stale_temporaries
 from ordo.training.compiled import batch_pad_multiple, forward_losses
 from ordo.training.distributed import DistributedContext
@@ -549,6 +550,9 @@ class Trainer:
             self.resume()
             set_lr(self.optimizer, inverse_sqrt_lr(max(self.progress.step, 1), self.tcfg))
             reason = self.should_stop()  # alike on every process: they all loaded the same progress
+            if self.dist.is_main and not reason:
+                record_start(self.run_dir, self.progress.step,
+                             environment(self.device, self.amp, self.tcfg.cpu_gemm, self.dist.world_size))
             received = 0
             stats: dict[str, Any] = _zero_stats()
             total = self.tcfg.max_steps if self.tcfg.max_steps > 0 else None
