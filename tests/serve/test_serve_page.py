@@ -28,7 +28,8 @@ def served(trained_run, tmp_path_factory):
     log = tmp_path_factory.mktemp("serve") / "serve.log"
     with open(log, "wb") as handle:
         process = subprocess.Popen(
-            [sys.executable, "-m", "ordo", "serve", "--model", f"tiny={trained_run}", "--checkpoint", "last",
+            [sys.executable, "-m", "ordo", "serve", "--model", f"tiny={trained_run}", "--model", f"other={trained_run}",
+             "--checkpoint", "last",
              "--port", str(port), "--max-sentence-tokens", "30", "--max-batch-sentences", str(BATCH)],
             stdout=handle, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
@@ -199,3 +200,36 @@ def test_the_page_and_its_links_fetch_nothing_from_another_host(page, served):
         page.goto(link, wait_until="load")
     foreign = [url for url in requested if not url.startswith(served)]
     assert not foreign, f"fetched from elsewhere: {foreign}"
+
+
+def test_with_two_models_an_error_names_the_model_and_the_status_counts_both(page, small_test_sources):
+    """Before, the refusal of the second model's request read as the first's, and the status showed whichever
+    model's count came last, out of one model's sentences."""
+    def refuse_other(route):
+        if route.request.post_data_json["model"] == "other":
+            route.fulfill(status=413, content_type="application/json", body='{"detail": "too long for other"}')
+        else:
+            route.continue_()
+
+    page.select_option("#model-1", "other")
+    page.evaluate("""() => {
+        const send = window.fetch;
+        let release;
+        window.held = new Promise((resolve) => { release = resolve; });
+        window.release = release;
+        window.fetch = async (url, options) => {
+            if (String(url).includes("/v1/translate") && JSON.parse(options.body).model === "other") await window.held;
+            return send(url, options);
+        };
+    }""")
+    texts = [text for text in small_test_sources if len(text.split()) <= 12][:BATCH * 2 + 1]
+    page.fill("#sources", "\n".join(texts))
+    page.click("#translate")  # tiny goes through its three requests; other waits before its first
+    page.wait_for_function(f"document.querySelector('#status').textContent.includes('{BATCH * 2} of {len(texts) * 2}')")
+    page.evaluate("() => window.release()")
+    page.wait_for_selector("#translations td.translation")
+    assert page.locator("#status").inner_text() == f"{len(texts)} sentences translated"
+    page.route("**/v1/translate", refuse_other)
+    page.click("#translate")
+    page.wait_for_selector("#error:not([hidden])")
+    assert page.locator("#error").inner_text() == "other: The server refused the request (413): too long for other"

@@ -60,16 +60,21 @@ async function translateChunk(model, text, references) {
   return data;
 }
 
-// One answer for all of `text`, sent in requests of at most the server's max_batch_sentences sentences each.
-async function translateWith(model, text, references, progress) {
+// One answer for all of `text`, sent in requests of at most the server's max_batch_sentences sentences each;
+// progress(count) reports the sentences done. With two models an error names the model it came from.
+async function translateWith(model, text, references, progress, named) {
   const size = batchLimits[model] || text.length;
   const answer = { model, translations: [], sentences: [] };
-  for (let start = 0; start < text.length; start += size) {
-    progress(start);
-    const part = await translateChunk(model, text.slice(start, start + size),
-                                      references && references.slice(start, start + size));
-    answer.translations.push(...part.translations);
-    answer.sentences.push(...part.sentences);
+  try {
+    for (let start = 0; start < text.length; start += size) {
+      progress(start);
+      const part = await translateChunk(model, text.slice(start, start + size),
+                                        references && references.slice(start, start + size));
+      answer.translations.push(...part.translations);
+      answer.sentences.push(...part.sentences);
+    }
+  } catch (err) {
+    throw named ? new Error(`${model}: ${err.message}`) : err;
   }
   return answer;
 }
@@ -89,11 +94,18 @@ async function translate() {
   showError("");
   busy = true;
   $("translate").disabled = true;
-  const progress = (done) => {
-    $("status").textContent = done ? `Translating… (${done} of ${text.length} sentences done)` : "Translating…";
+  const chosenModels = models.filter((m) => m);
+  const done = models.map(() => 0);  // sentences done per slot: the status counts both models' work
+  const total = text.length * chosenModels.length;
+  const progress = (slot) => (count) => {
+    done[slot] = count;
+    const all = done.reduce((a, b) => a + b, 0);
+    $("status").textContent = all ? `Translating… (${all} of ${total} sentences done)` : "Translating…";
   };
+  const named = chosenModels.length > 1;
   try {
-    answers = await Promise.all(models.map((m) => (m ? translateWith(m, text, references, progress) : null)));
+    answers = await Promise.all(models.map((m, slot) => (
+      m ? translateWith(m, text, references, progress(slot), named) : null)));
     chosen = 0;
     render(text);
     $("status").textContent = `${text.length} sentence${text.length > 1 ? "s" : ""} translated`;
