@@ -6,7 +6,6 @@ import subprocess
 
 import pytest
 import torch
-import yaml
 
 from ordo import api
 from ordo.cli import main
@@ -81,7 +80,8 @@ def test_the_commit_names_uncommitted_changes_apart(tmp_path):
     assert source_commit(installed) is None
 
 
-def seed_files(tmp_path):
+def seed_files(tmp_path, with_runs=True):
+    """``analyze seeds`` arguments over three seeds a side, each with its run (records alike) when ``with_runs``."""
     refs = [f"the cat number {i} sat on the mat ." for i in range(30)]
     (tmp_path / "ref").write_text("\n".join(refs) + "\n")
     args = ["analyze", "seeds", "--ref", str(tmp_path / "ref"), "--out", str(tmp_path / "out"), "--tokenized-bleu"]
@@ -91,7 +91,7 @@ def seed_files(tmp_path):
             hyp.write_text("\n".join(" ".join(r.split()[:len(r.split()) - cut]) for r in refs) + "\n")
             record_start(run, 0, ALIKE)
             flag = "baseline" if side == "base" else "system"
-            args += [f"--{flag}", str(hyp), f"--{flag}-run", str(run)]
+            args += [f"--{flag}", str(hyp), *((f"--{flag}-run", str(run)) if with_runs else ())]
     return args
 
 
@@ -117,8 +117,5 @@ def test_analyze_seeds_refuses_runs_that_differ_in_more_than_the_seed(tmp_path, 
 
 
 def test_analyze_seeds_without_runs_says_they_were_not_checked(tmp_path):
-    args = [arg for arg, previous in zip(seed_files(tmp_path), ["", *seed_files(tmp_path)])
-            if not arg.endswith("-run") and not previous.endswith("-run")]
-    assert main(args) == 0
+    assert main(seed_files(tmp_path, with_runs=False)) == 0
     assert verdict_row(tmp_path)["runs' environments"].startswith("not checked")
-    assert yaml.safe_load((tmp_path / "base1" / ENVIRONMENT_FILE).read_text())[0]["update"] == 0
