@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import logging
-import os
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -42,6 +41,7 @@ from ordo.device import resolve_device
 from ordo.errors import CheckpointError, ConfigError, InputError, TrainingInterrupted
 
 if TYPE_CHECKING:
+    from ordo.training.distributed import DistributedContext
     from ordo.training.trainer import Progress
 
 logger = logging.getLogger("ordo")
@@ -224,34 +224,37 @@ def train(cfg: ExperimentConfig, run_dir: str | Path) -> Progress:
     shards (``DIR1:DIR2:...``, :mod:`ordo.data.shards`): each must hold a training split and the first's
     vocabularies, or an InputError names it.
 
-    The run directory is locked while it trains (:mod:`ordo.training.lock`; under torchrun by rank 0 alone, the
-    process that writes it), so a second training of the same run stops before writing anything there.
+    The run directory is locked while it trains (:mod:`ordo.training.lock`), so a second training of the same run
+    stops before writing anything there. Under torchrun rank 0 alone, the process that writes it, takes the lock,
+    once every process has joined, and tells the others whether it could: refused, they all stop with its error.
 
     Raises:
-        RunLocked: when another process is training in ``run_dir``, naming it.
+        RunLocked: when another process is training in ``run_dir``, naming it (on every torchrun process).
     """
-    from ordo.training.lock import run_lock  # imported here, as the trainer: translating needs neither
+    from ordo.training.distributed import DistributedContext  # imported here, as the trainer: translating
+    from ordo.training.lock import run_lock  # needs neither
 
     run_dir = Path(run_dir)
     dirs = data_dirs(cfg.data)
     metas = shard_metas(dirs)
     check_run_vocabulary(run_dir, dirs[0], metas[0])
     check_positions(cfg, dirs, metas[0])
-    main_process = int(os.environ.get("RANK", "0")) == 0  # under torchrun only rank 0 writes files and logs
-    with run_lock(run_dir) if main_process else contextlib.nullcontext():
-        return _train_locked(cfg, run_dir, dirs, metas, main_process)
+    dist = DistributedContext(cfg.train.device)  # under torchrun: waits until every process has joined
+    with contextlib.ExitStack() as lock:
+        dist.on_main(lambda: lock.enter_context(run_lock(run_dir)))
+        return _train_locked(cfg, run_dir, dirs, metas, dist)
 
 
 def _train_locked(cfg: ExperimentConfig, run_dir: Path, dirs: list[Path], metas: list[DataMeta],
-                  main_process: bool) -> Progress:
+                  dist: DistributedContext) -> Progress:
     """:func:`train` once the run directory is locked: ``dirs`` are the training shards, ``metas`` their
-    ``data.yaml``; ``main_process`` says whether this process writes the run's files."""
+    ``data.yaml``; ``dist`` the processes, of which rank 0 alone writes the run's files."""
     from ordo.training.trainer import Trainer  # imported here: translating needs neither it nor sacreBLEU
 
     data_dir, meta = dirs[0], metas[0]
     if cfg.train.threads > 0:
         torch.set_num_threads(cfg.train.threads)
-    setup_logging(run_dir / "train.log" if main_process else None, logging.INFO if main_process else logging.WARNING)
+    setup_logging(run_dir / "train.log" if dist.is_main else None, logging.INFO if dist.is_main else logging.WARNING)
     torch.manual_seed(cfg.train.seed)
     built = build_for_data(cfg, meta)
     for shard_dir, shard_meta in zip(dirs, metas):
@@ -260,13 +263,13 @@ def _train_locked(cfg: ExperimentConfig, run_dir: Path, dirs: list[Path], metas:
             raise ConfigError(_missing_fields_message(shard_dir, shard_meta, missing))
     params = count_parameters(built.model)
     logger.info("model: %s, %d parameters (%.2fM)", cfg.model.family, params, params / 1e6)
-    if main_process:
+    if dist.is_main:
         run_dir.mkdir(parents=True, exist_ok=True)
         save_config(cfg, run_dir / "config.yaml")
         with atomic_write(run_dir / "model_info.yaml") as handle:
             yaml.safe_dump({"parameters": params, "methods": sorted(cfg.model.methods)}, handle)
         _copy_data_meta(meta, data_dir, run_dir)
-    trainer = Trainer(built.model, cfg, run_dir, built.losses, built.fields)
+    trainer = Trainer(built.model, cfg, run_dir, built.losses, built.fields, dist)
     try:
         progress = trainer.train()
     except TrainingInterrupted:  # every process stopped at the same update: they all close, as below

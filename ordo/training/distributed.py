@@ -9,13 +9,17 @@ import contextlib
 import logging
 import os
 import sys
-from typing import Any, NoReturn
+from collections.abc import Callable
+from typing import Any, NoReturn, TypeVar
 
 import torch
 import torch.distributed as torch_dist
 from torch import nn
 
 from ordo.device import resolve_device
+from ordo.errors import OrdoError
+
+T = TypeVar("T")
 
 
 class DistributedContext:
@@ -79,6 +83,26 @@ class DistributedContext:
         box = [value]
         torch_dist.broadcast_object_list(box, src=0)
         return box[0]
+
+    def on_main(self, action: Callable[[], T]) -> T | None:
+        """``action()`` on rank 0 alone (None on the other processes), every process calling it at the same point.
+
+        An OrdoError that ``action`` raises there (the run directory locked by another training, a checkpoint that
+        cannot be saved) is raised on every process, with rank 0's message: none is left waiting for rank 0 in its
+        next collective operation, up to torchrun's or NCCL's timeout, and each machine's log says why the run
+        stopped.
+        """
+        result: T | None = None
+        error: OrdoError | None = None
+        if self.is_main:
+            try:
+                result = action()
+            except OrdoError as err:
+                error = err
+        error = self.broadcast_object(error)
+        if error is not None:
+            raise error
+        return result
 
     def all_gather_object(self, value: Any) -> list[Any]:
         """Every process's ``value`` (picklable), by rank."""

@@ -25,7 +25,7 @@ import torch
 from torch import nn
 from tqdm import tqdm
 
-from ordo.checkpoint import BEST_NAME, load_checkpoint, save_checkpoint, step_checkpoints
+from ordo.checkpoint import BEST_NAME, load_checkpoint, save_checkpoint
 from ordo.config import ExperimentConfig, to_dict
 from ordo.data.batch import Batch
 from ordo.data.batching import collate, epoch_batches
@@ -40,7 +40,7 @@ from ordo.gemm import cpu_gemm
 from ordo.losses import AuxLoss, output_nll
 from ordo.precision import amp_dtype, autocast, describe
 from ordo.provenance import environment, record_start
-from ordo.training.checkpoint import prune_checkpoints, remove_stale_temporaries
+from ordo.training.checkpoint import initialise_from, pick_checkpoint, prune_checkpoints, restore_best
 from ordo.training.compiled import batch_pad_multiple, forward_losses
 from ordo.training.distributed import DistributedContext
 from ordo.training.fingerprint import fingerprint_changes, split_fingerprint
@@ -178,42 +178,19 @@ class Trainer:
             if self.device.type == "cuda" and rng.get("cuda") is not None:
                 torch.cuda.set_rng_state(rng["cuda"].cpu(), self.device)
 
-    def pick_checkpoint(self) -> tuple[Path | None, dict[str, Any] | None, str | None]:
-        """Rank 0's choice of where to resume: ``(path, state, None)`` for the newest readable ``step_N.pt``,
-        warning about each newer one that cannot be read; ``(None, None, None)`` when there is none, and
-        ``(None, None, message)`` when none can be read, or when ``best.pt`` is there without them (a fresh start
-        would overwrite it). First removes temporary files of killed saves."""
-        for stale in remove_stale_temporaries(self.ckpt_dir):
-            logger.warning("removed %s, left by a checkpoint save that was killed", stale)
-        checkpoints = step_checkpoints(self.ckpt_dir)
-        best = self.ckpt_dir / BEST_NAME
-        if not checkpoints and best.is_file():
-            return None, None, (f"{best}: the run has no step_N.pt to resume from, and training afresh would "
-                                f"overwrite it; train a new run dir, with --set train.init_from={best} to start "
-                                "from its weights")
-        for path in reversed(checkpoints):
-            try:
-                return path, load_checkpoint(path, map_location=self.device), None
-            except CheckpointError as err:
-                logger.warning("%s; falling back to the checkpoint before it", err)
-        if checkpoints:
-            message = f"{self.ckpt_dir}: none of its {len(checkpoints)} step_N.pt checkpoints can be read"
-            return None, None, message
-        return None, None, None
-
     def resume(self) -> bool:
         """Restore the newest readable ``step_N.pt`` of this run, if any (else apply ``train.init_from``).
 
-        Rank 0 picks the checkpoint (:meth:`pick_checkpoint`) and the other processes load the same file; when
-        one of them cannot (no shared filesystem), every process raises a CheckpointError rather than some
-        starting afresh. Returns whether it resumed."""
-        path, state, error = self.pick_checkpoint() if self.dist.is_main else (None, None, None)
+        Rank 0 picks the checkpoint (:func:`~ordo.training.checkpoint.pick_checkpoint`) and the other processes
+        load the same file; when one of them cannot (no shared filesystem), every process raises a
+        CheckpointError rather than some starting afresh. Returns whether it resumed."""
+        path, state, error = pick_checkpoint(self.ckpt_dir, self.device) if self.dist.is_main else (None, None, None)
         path, error = self.dist.broadcast_object((path, error))
         if error is not None:
             raise CheckpointError(error)
         if path is None:
             if self.tcfg.init_from:
-                self.initialise_from(Path(self.tcfg.init_from))
+                self.initialise(Path(self.tcfg.init_from))
             return False
         if state is None:
             try:
@@ -234,57 +211,47 @@ class Trainer:
         self.off_grid = [] if periodic else [path]
         complete = state["valid"] is not None or self.valid_data is None
         self.saved_step = self.progress.step if complete else -1
-        if self.dist.is_main and state["valid"] is not None and self.progress.bad_validations == 0:
-            self.restore_best(state, path)
+        if state["valid"] is not None and self.progress.bad_validations == 0:  # alike on every process
+            self.dist.on_main(lambda: restore_best(self.ckpt_dir, state, path))
         logger.info("resumed from %s (update %d, epoch %d)", path, self.progress.step, self.progress.epoch)
         return True
 
-    def restore_best(self, state: dict[str, Any], path: Path) -> None:
-        """Make ``best.pt`` the resumed checkpoint ``state`` (read from ``path``), whose validation was the best so
-        far, when it holds another update: a run killed between saving ``step_N.pt`` and ``best.pt`` would
-        otherwise go on with N counted as the best and an older model in ``best.pt``, never to replace it unless a
-        later validation beats N."""
-        best = self.ckpt_dir / BEST_NAME
+    def initialise(self, path: Path) -> None:
+        """:func:`~ordo.training.checkpoint.initialise_from` ``path`` in every process, each into its own replica.
+        When some processes cannot (the file is on one machine's disk, or a relative path names another file
+        there), every process raises a CheckpointError naming the first of them, rather than the others going on
+        to wait for it in their first update."""
+        error: str | None = None
         try:
-            held = load_checkpoint(best, mmap=True)["progress"]["step"]
-        except (CheckpointError, KeyError):
-            held = None
-        if held == self.progress.step:
-            return
-        logger.warning("%s holds %s, but the best validation so far is that of %s (a save was cut short): "
-                       "writing it again", best, f"update {held}" if held is not None else "no checkpoint", path)
-        save_checkpoint(state, best)
-
-    def initialise_from(self, path: Path) -> None:
-        """Copy the weights of another run's checkpoint into a fresh model (e.g. RNNsearch* before distortion
-        training, paper 003's Table 5); parameters it lacks keep their initialisation, and the optimizer starts
-        afresh."""
-        weights = load_checkpoint(path, map_location=self.device)["model"]
-        own = self.model.state_dict()
-        mismatched = [k for k, v in weights.items() if k in own and own[k].shape != v.shape]
-        if mismatched:
-            raise CheckpointError(f"{path}: shapes differ from this model for {', '.join(mismatched[:5])}")
-        missing, unexpected = self.model.load_state_dict(weights, strict=False)
-        if unexpected:
-            raise CheckpointError(f"{path}: parameters this model does not have: {', '.join(unexpected[:5])}")
-        logger.info("initialised from %s; %d parameter tensors kept their own initialisation: %s", path,
-                    len(missing), ", ".join(missing) or "none")
+            initialise_from(self.model, path, self.device)
+        except CheckpointError as err:
+            error = str(err)
+        errors = self.dist.all_gather_object(error)
+        if error is not None and None not in errors:  # alike in every process (weights of another model)
+            raise CheckpointError(error)
+        for rank, other in enumerate(errors):
+            if other is not None:
+                raise CheckpointError(f"rank {rank}: {other} (every process reads train.init_from: on several "
+                                      "machines it must be at that path on each)")
 
     def save(self, valid: ValidResult | None, is_best: bool, periodic: bool = True) -> Path:
         """Write ``step_N.pt`` (and ``best.pt`` when ``is_best``) on rank 0, then drop old periodic checkpoints
         and those off the grid (``periodic`` False: a signal's, the end's); returns the path of ``step_N.pt``.
-        Every process calls it: each one's RNG states go into the checkpoint."""
+        Every process calls it: each one's RNG states go into the checkpoint, and a save that fails on rank 0 (a
+        full disk) stops every process with its CheckpointError."""
         rng = self.dist.all_gather_object(self.rng_state())
         path = self.ckpt_dir / f"step_{self.progress.step}.pt"
-        if not self.dist.is_main:
-            return path
-        state = self.state_dict(valid, rng, periodic)
+        self.dist.on_main(lambda: self.write_checkpoint(path, self.state_dict(valid, rng, periodic), is_best, periodic))
+        return path
+
+    def write_checkpoint(self, path: Path, state: dict[str, Any], is_best: bool, periodic: bool) -> None:
+        """Rank 0's part of :meth:`save`: write ``state`` to ``path`` (and ``best.pt`` when ``is_best``), then drop
+        old periodic checkpoints and those off the grid."""
         save_checkpoint(state, path)
         if is_best:
             save_checkpoint(state, self.ckpt_dir / BEST_NAME)
         prune_checkpoints(self.ckpt_dir, self.tcfg.keep_last, self.off_grid)
         self.off_grid = [] if periodic else [path]
-        return path
 
     # -- data --------------------------------------------------------------------------------------
 
