@@ -20,7 +20,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from ordo.errors import OrdoError
+from ordo.errors import InputError, OrdoError
 
 logger = logging.getLogger("ordo.train")
 
@@ -47,10 +47,15 @@ def run_lock(run_dir: Path) -> Iterator[None]:
     Raises:
         RunLocked: at once, naming ``run_dir`` and the process holding the lock (its pid and host), when another
             process holds it; nothing in ``run_dir`` is changed.
+        InputError: when ``run_dir`` or its lock file cannot be made (a file in the path, no permission, a full
+            disk), naming the path and the system's reason.
     """
-    run_dir.mkdir(parents=True, exist_ok=True)
     path = run_dir / LOCK_NAME
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)  # not truncated: it names the holder, if there is one
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)  # not truncated: it names the holder, if there is one
+    except OSError as err:
+        raise InputError(f"{err.filename or path}: cannot be created ({err.strerror})") from None
     try:
         if _acquire(fd, path):
             os.ftruncate(fd, 0)

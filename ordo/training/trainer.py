@@ -517,9 +517,9 @@ class Trainer:
             self.resume()
             set_lr(self.optimizer, inverse_sqrt_lr(max(self.progress.step, 1), self.tcfg))
             reason = self.should_stop()  # alike on every process: they all loaded the same progress
-            if self.dist.is_main and not reason:
-                record_start(self.run_dir, self.progress.step,
-                             environment(self.device, self.amp, self.tcfg.cpu_gemm, self.dist.world_size))
+            if not reason:  # a broken environment.yaml stops every process, not rank 0 alone
+                self.dist.on_main(lambda: record_start(self.run_dir, self.progress.step, environment(
+                    self.device, self.amp, self.tcfg.cpu_gemm, self.dist.world_size)))
             received = 0
             stats: dict[str, Any] = _zero_stats()
             total = self.tcfg.max_steps if self.tcfg.max_steps > 0 else None

@@ -23,6 +23,7 @@ from ordo.checkpoint import BEST_NAME, load_checkpoint, save_checkpoint, step_ch
 from ordo.cli import main
 from ordo.config import load_config
 from ordo.data.corpus import DataMeta
+from ordo.provenance import ENVIRONMENT_FILE
 from ordo.training.lock import run_lock
 
 COMMON = ["--preset", "tiny", "--set", "model.d_model=32", "--set", "model.ffn_dim=64", "--set", "model.dropout=0",
@@ -164,6 +165,17 @@ def test_a_best_pt_rank_0_cannot_mend_on_resume_stops_every_process_with_its_err
     fill_disk()
     ended = forked_ranks(train_args(small_data, run, "train.max_steps=4", "train.valid_every=2"), tmp_path)
     assert_every_process_stopped_with(ended, f"{best}: cannot save checkpoint (No space left on device)")
+
+
+@pytest.mark.skipif(not torch.distributed.is_available(), reason="torch built without distributed support")
+def test_a_broken_environment_record_stops_every_process_with_its_error(small_data, tmp_path):
+    """Rank 0 alone appends each start to RUN/environment.yaml; before, a broken file stopped it alone and the
+    others went on into their first update's collective operation."""
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / ENVIRONMENT_FILE).write_text("not: a list\n")
+    ended = forked_ranks(train_args(small_data, run, "train.max_steps=2"), tmp_path)
+    assert_every_process_stopped_with(ended, f"{run / ENVIRONMENT_FILE}: expected a list of records")
 
 
 @pytest.mark.skipif(not torch.distributed.is_available(), reason="torch built without distributed support")

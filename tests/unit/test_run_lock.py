@@ -87,3 +87,12 @@ def test_under_torchrun_only_rank_0_takes_the_lock(small_data, tmp_path, monkeyp
     monkeypatch.setenv("RANK", "0")
     with run_lock(run), pytest.raises(RunLocked):
         api.train(config(small_data), run)
+
+
+def test_a_run_dir_that_cannot_be_created_is_an_error_naming_it(small_data, tmp_path, capsys):
+    """Before, `--out` below a file stopped with a NotADirectoryError traceback from the lock's mkdir."""
+    blocker = tmp_path / "a_file"
+    blocker.write_text("")
+    args = ["train", "--data", str(small_data), "--out", str(blocker / "run"), *[arg for s in TINY for arg in ("--set", s)]]
+    assert main(args) == 2
+    assert f"ordo train: error: {blocker / 'run'}: cannot be created (Not a directory)" in capsys.readouterr().err
