@@ -45,6 +45,7 @@ if TYPE_CHECKING:
     from ordo.training.trainer import Progress
 
 logger = logging.getLogger("ordo")
+LOG_DATE = "%Y-%m-%d %H:%M:%S"  # the time at the head of each log line
 
 
 class _StderrHandler(logging.StreamHandler):
@@ -60,23 +61,26 @@ class _StderrHandler(logging.StreamHandler):
         pass
 
 
-def setup_logging(log_file: Path | None = None, level: int = logging.INFO) -> None:
-    """Log ``ordo.*`` messages to stderr and, if given, to ``log_file`` (appending)."""
+def setup_logging(log_file: Path | None = None, level: int = logging.INFO, rank: int | None = None) -> None:
+    """Log ``ordo.*`` messages to stderr and, if given, to ``log_file`` (appending); ``rank``, given for one of
+    several training processes, heads each stderr line (``rank 1 | ...``), so that a warning says which process
+    gave it."""
     root = logging.getLogger("ordo")
     root.setLevel(level)
-    formatter = logging.Formatter("%(asctime)s | %(name)s | %(message)s", "%Y-%m-%d %H:%M:%S")
-    if not any(getattr(h, "_ordo_stderr", False) for h in root.handlers):
-        handler = _StderrHandler()
-        handler._ordo_stderr = True  # type: ignore[attr-defined]
-        handler.setFormatter(formatter)
-        root.addHandler(handler)
+    stderr = [h for h in root.handlers if getattr(h, "_ordo_stderr", False)]
+    if not stderr:
+        stderr = [_StderrHandler()]
+        stderr[0]._ordo_stderr = True  # type: ignore[attr-defined]
+        root.addHandler(stderr[0])
+    head = "" if rank is None else f"rank {rank} | "
+    stderr[0].setFormatter(logging.Formatter(f"%(asctime)s | {head}%(name)s | %(message)s", LOG_DATE))
     if log_file is not None:
         log_file.parent.mkdir(parents=True, exist_ok=True)
         for h in [h for h in root.handlers if isinstance(h, logging.FileHandler)]:
             root.removeHandler(h)
             h.close()
         file_handler = logging.FileHandler(log_file, encoding="utf-8")
-        file_handler.setFormatter(formatter)
+        file_handler.setFormatter(logging.Formatter("%(asctime)s | %(name)s | %(message)s", LOG_DATE))
         root.addHandler(file_handler)
 
 
@@ -254,7 +258,8 @@ def _train_locked(cfg: ExperimentConfig, run_dir: Path, dirs: list[Path], metas:
     data_dir, meta = dirs[0], metas[0]
     if cfg.train.threads > 0:
         torch.set_num_threads(cfg.train.threads)
-    setup_logging(run_dir / "train.log" if dist.is_main else None, logging.INFO if dist.is_main else logging.WARNING)
+    setup_logging(run_dir / "train.log" if dist.is_main else None, logging.INFO if dist.is_main else logging.WARNING,
+                  dist.rank if dist.world_size > 1 else None)
     torch.manual_seed(cfg.train.seed)
     built = build_for_data(cfg, meta)
     for shard_dir, shard_meta in zip(dirs, metas):
@@ -270,12 +275,18 @@ def _train_locked(cfg: ExperimentConfig, run_dir: Path, dirs: list[Path], metas:
             yaml.safe_dump({"parameters": params, "methods": sorted(cfg.model.methods)}, handle)
         _copy_data_meta(meta, data_dir, run_dir)
     trainer = Trainer(built.model, cfg, run_dir, built.losses, built.fields, dist)
+    interrupted: TrainingInterrupted | None = None
     try:
         progress = trainer.train()
-    except TrainingInterrupted:  # every process stopped at the same update: they all close, as below
-        trainer.dist.close()
-        raise
-    trainer.dist.close()  # not after other errors: tearing down while others are in a collective can hang
+    except TrainingInterrupted as err:  # every process stopped at the same update: they all close, as below
+        interrupted = err.with_traceback(None)  # its frames hold the trainer
+    # The trainer's DDP reducer lets go of the process group before the group is torn down: freed after it, a
+    # process hung at the end of some runs. Not after other errors: tearing down while others are in a collective
+    # can hang.
+    del trainer
+    dist.close()
+    if interrupted is not None:
+        raise interrupted
     return progress
 
 

@@ -389,36 +389,42 @@ class Trainer:
 
     @torch.inference_mode()
     def valid_loss(self) -> float:
-        """Mean NLL per target token on the dev set (teacher forcing, no label smoothing)."""
+        """Mean NLL per target token on the dev set (teacher forcing, no label smoothing); each process computes
+        every N-th batch of it and the sums are added up."""
         assert self.valid_data is not None
         self.model.eval()
         nll, tokens = 0.0, 0
         lengths = (self.valid_data.src.lengths, self.valid_data.tgt.lengths)
-        for indices in epoch_batches(*lengths, self.tcfg.max_tokens, 0, 0, shuffle=False):
+        batches = list(epoch_batches(*lengths, self.tcfg.max_tokens, 0, 0, shuffle=False))
+        for indices in batches[self.dist.rank::self.dist.world_size]:
             batch = self.make_batch(self.valid_data, indices)
             assert batch.tgt_out is not None
             with self.autocast():
                 output = self.model(batch)
                 nll += float(output_nll(output.hidden, output.project, batch.tgt_out, 0.0)[1])
             tokens += batch.num_tgt_tokens
-        return nll / max(tokens, 1)
+        return self.dist.all_reduce_sum(nll) / max(self.dist.all_reduce_sum(tokens), 1)
 
     def valid_bleu(self) -> float:
-        """sacreBLEU of greedy (or ``valid_beam``) translations of the dev set against its raw references."""
+        """sacreBLEU of greedy (or ``valid_beam``) translations of the dev set against its raw references; each
+        process translates every N-th sentence and the translations are gathered in the dev set's order."""
         assert self.valid_data is not None
         count = len(self.valid_data)
         if self.tcfg.valid_max_sentences > 0:
             count = min(count, self.tcfg.valid_max_sentences)
-        rows = [self.valid_data.src[i] for i in range(count)]
-        fields = {name: [self.valid_data.fields[name][i] for i in range(count)] for name in self.fields}
+        share = range(self.dist.rank, count, self.dist.world_size)
+        rows = [self.valid_data.src[i] for i in share]
+        fields = {name: [self.valid_data.fields[name][i] for i in share] for name in self.fields}
         decode = dataclasses.replace(self.cfg.decode, beam_size=self.tcfg.valid_beam, nbest=1)
         with self.autocast():
             hyps = translate_rows(self.model, rows, decode, self.device, fields)
-        texts = [self.tgt_vocab.decode(h[0].tokens) for h in hyps]
+        shares = self.dist.all_gather_object([self.tgt_vocab.decode(h[0].tokens) for h in hyps])
+        texts = [shares[i % self.dist.world_size][i // self.dist.world_size] for i in range(count)]
         return float(corpus_scores(texts, self.valid_refs[:count])["bleu"])
 
     def validate(self) -> ValidResult | None:
-        """Dev loss and BLEU (on rank 0), logged; None when there is no dev set."""
+        """Dev loss and BLEU, the processes sharing the work (alike on every process), logged; None when there is
+        no dev set."""
         if self.valid_data is None:
             return None
         result = ValidResult(self.valid_loss())

@@ -24,7 +24,9 @@ from ordo.cli import main
 from ordo.config import load_config
 from ordo.data.corpus import DataMeta
 from ordo.provenance import ENVIRONMENT_FILE
+from ordo.training import trainer as trainer_module
 from ordo.training.lock import run_lock
+from ordo.training.trainer import Trainer
 
 COMMON = ["--preset", "tiny", "--set", "model.d_model=32", "--set", "model.ffn_dim=64", "--set", "model.dropout=0",
           "--set", "train.max_tokens=300", "--set", "train.warmup_steps=5", "--set", "train.lr=2e-3",
@@ -129,6 +131,48 @@ def fill_disk(monkeypatch) -> Callable[[], None]:
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
     return lambda: monkeypatch.setattr(torch, "save", refuse)
+
+
+@pytest.mark.skipif(not torch.distributed.is_available(), reason="torch built without distributed support")
+def test_processes_share_the_validation_and_agree_with_one_process(small_data, tmp_path, monkeypatch):
+    """Each process translates every second dev sentence and computes every second dev batch; the loss and BLEU in
+    the checkpoint are one process's figures for the same weights. Before, every process validated the whole dev
+    set: N processes took as long as one."""
+    decoded = tmp_path / "decoded"
+    translate = trainer_module.translate_rows
+
+    def counting(model, rows, *args, **kwargs):
+        with decoded.open("a") as handle:
+            handle.write(f"{os.getpid()} {len(rows)}\n")
+        return translate(model, rows, *args, **kwargs)
+
+    monkeypatch.setattr(trainer_module, "translate_rows", counting)  # forked: the processes inherit it
+    run = tmp_path / "run"
+    sets = ("train.max_steps=4", "train.valid_bleu=true", "train.valid_max_sentences=25")
+    ended = forked_ranks(train_args(small_data, run, *sets), tmp_path)
+    assert [status for status, _ in ended] == [0, 0], ended[0][1][-3000:] + ended[1][1][-3000:]
+    counts = [line.split() for line in decoded.read_text().splitlines()]
+    assert sorted(int(n) for _, n in counts) == [12, 13] and len({pid for pid, _ in counts}) == 2
+    shared = load_checkpoint(run / "checkpoints" / "step_4.pt")["valid"]
+    cfg = load_config(run / "config.yaml")  # the run's own settings, in one process
+    alone = Trainer(api.build_for_data(cfg, DataMeta.load(small_data)).model, cfg, run)
+    alone.resume()
+    valid = alone.validate()
+    assert valid is not None and valid.bleu is not None and valid.bleu > 0
+    assert shared["loss"] == pytest.approx(valid.loss, rel=1e-5)
+    assert shared["bleu"] == pytest.approx(valid.bleu, abs=0.01)
+
+
+@pytest.mark.skipif(not torch.distributed.is_available(), reason="torch built without distributed support")
+def test_each_process_names_itself_in_its_warnings(small_data, tmp_path):
+    """Every process warns that a one-process checkpoint resumes in two; before, the lines were alike, not saying
+    which process (on which machine) wrote each."""
+    run = tmp_path / "run"
+    assert main(train_args(small_data, run, "train.max_steps=2", "train.valid_every=2")) == 0
+    ended = forked_ranks(train_args(small_data, run, "train.max_steps=4", "train.valid_every=2"), tmp_path)
+    for rank, (status, stderr) in enumerate(ended):
+        assert status == 0, stderr[-3000:]
+        assert f"| rank {rank} | ordo.train | the checkpoint was saved by 1 processes, this run has 2" in stderr
 
 
 @pytest.mark.skipif(not torch.distributed.is_available(), reason="torch built without distributed support")
