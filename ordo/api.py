@@ -126,6 +126,23 @@ def warn_batch_changes(saved: ExperimentConfig, cfg: ExperimentConfig, saved_pat
                        ", ".join(changed))
 
 
+def _write_run_files(cfg: ExperimentConfig, run_dir: Path, params: int, meta: DataMeta, data_dir: Path) -> None:
+    """The run's resolved ``config.yaml``, ``model_info.yaml`` (``params`` parameters) and its copy of the data's
+    vocabularies and ``data.yaml``, each written atomically.
+
+    Raises:
+        InputError: naming the file or ``run_dir`` when one cannot be written (a full disk, no permission).
+    """
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        save_config(cfg, run_dir / "config.yaml")
+        with atomic_write(run_dir / "model_info.yaml") as handle:
+            yaml.safe_dump({"parameters": params, "methods": sorted(cfg.model.methods)}, handle)
+        _copy_data_meta(meta, data_dir, run_dir)
+    except OSError as err:
+        raise InputError(f"{run_dir}: cannot write the run's files ({err.strerror or err})") from None
+
+
 def _copy_data_meta(meta: DataMeta, data_dir: Path, run_dir: Path) -> None:
     """Copy the vocabularies (and a lattice corpus's segmenters) into the run, and the data's ``data.yaml``
     with its paths pointing at those copies, so that the run translates raw text without the data directory."""
@@ -268,12 +285,7 @@ def _train_locked(cfg: ExperimentConfig, run_dir: Path, dirs: list[Path], metas:
             raise ConfigError(_missing_fields_message(shard_dir, shard_meta, missing))
     params = count_parameters(built.model)
     logger.info("model: %s, %d parameters (%.2fM)", cfg.model.family, params, params / 1e6)
-    if dist.is_main:
-        run_dir.mkdir(parents=True, exist_ok=True)
-        save_config(cfg, run_dir / "config.yaml")
-        with atomic_write(run_dir / "model_info.yaml") as handle:
-            yaml.safe_dump({"parameters": params, "methods": sorted(cfg.model.methods)}, handle)
-        _copy_data_meta(meta, data_dir, run_dir)
+    dist.on_main(lambda: _write_run_files(cfg, run_dir, params, meta, data_dir))
     trainer = Trainer(built.model, cfg, run_dir, built.losses, built.fields, dist)
     interrupted: TrainingInterrupted | None = None
     try:

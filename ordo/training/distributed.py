@@ -17,7 +17,7 @@ import torch.distributed as torch_dist
 from torch import nn
 
 from ordo.device import resolve_device
-from ordo.errors import OrdoError
+from ordo.errors import ConfigError, OrdoError
 
 T = TypeVar("T")
 
@@ -26,8 +26,17 @@ class DistributedContext:
     """Rank, world size and device of this process, and the few collective operations training needs."""
 
     def __init__(self, device: str = "auto") -> None:
+        """Join torchrun's process group (when ``WORLD_SIZE`` > 1) on ``device`` (``train.device``).
+
+        Raises:
+            ConfigError: when ``device`` names one GPU (``cuda:N``) of several for several processes.
+        """
         self.world_size = int(os.environ.get("WORLD_SIZE", "1"))
         self.rank = int(os.environ.get("RANK", "0"))
+        if self.world_size > 1 and device.startswith("cuda:") and torch.cuda.device_count() > 1:
+            raise ConfigError(f"train.device {device}: torchrun started {self.world_size} processes, which would all "
+                              "train on that one GPU; use cuda or auto (each process takes its own GPU, LOCAL_RANK) "
+                              "and choose the GPUs with CUDA_VISIBLE_DEVICES")
         local_rank = int(os.environ.get("LOCAL_RANK", "0"))
         self.device = resolve_device(device, local_rank)
         if self.world_size > 1 and not torch_dist.is_initialized():

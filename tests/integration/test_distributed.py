@@ -23,8 +23,10 @@ from ordo.checkpoint import BEST_NAME, load_checkpoint, save_checkpoint, step_ch
 from ordo.cli import main
 from ordo.config import load_config
 from ordo.data.corpus import DataMeta
+from ordo.errors import ConfigError
 from ordo.provenance import ENVIRONMENT_FILE
 from ordo.training import trainer as trainer_module
+from ordo.training.distributed import DistributedContext
 from ordo.training.lock import run_lock
 from ordo.training.trainer import Trainer
 
@@ -235,3 +237,35 @@ def test_init_from_that_one_process_cannot_read_stops_every_process_naming_it(sm
                          tmp_path)
     assert_every_process_stopped_with(ended, "rank 1: init.pt: no such checkpoint (every process reads "
                                              "train.init_from: on several machines it must be at that path on each)")
+
+
+@pytest.mark.skipif(not torch.distributed.is_available(), reason="torch built without distributed support")
+def test_run_files_rank_0_cannot_write_stop_every_process_with_its_error(small_data, tmp_path):
+    """Rank 0 alone writes the run's config and its copy of the vocabularies; before, a write it could not make
+    stopped it alone and the others went on into the trainer's first collective operation."""
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "vocab").write_text("a file where the run's vocabulary folder goes\n")
+    ended = forked_ranks(train_args(small_data, run, "train.max_steps=2"), tmp_path)
+    assert_every_process_stopped_with(ended, f"{run / 'vocab' / 'src.model'}: cannot")
+
+
+def test_a_disk_that_refuses_the_run_files_is_an_error_naming_the_run(small_data, tmp_path, monkeypatch, capsys):
+    """A write that fails mid-file (a full disk) is an error naming the run directory, not a traceback."""
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(api, "save_config", full)
+    run = tmp_path / "run"
+    assert main(train_args(small_data, run, "train.max_steps=2")) == 2
+    assert f"ordo train: error: {run}: cannot write the run's files (No space left on device)" in capsys.readouterr().err
+    assert not (run / "checkpoints").exists()
+
+
+def test_one_gpu_of_several_for_several_processes_is_refused(monkeypatch):
+    """``train.device=cuda:1`` under torchrun would put every process on that GPU (NCCL refuses, or they share
+    it): refused before the process group is joined, saying what to write instead."""
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 4)
+    with pytest.raises(ConfigError, match=r"train.device cuda:1: torchrun started 2 processes.*use cuda or auto"):
+        DistributedContext("cuda:1")
