@@ -1,5 +1,5 @@
 """``ordo serve``: a translation server (FastAPI) with a web page that shows word order.
 
-Nothing else in ordo imports this package; ``ordo/cli.py`` imports it inside the ``serve`` verb, after checking
-that the ``ordo[serve]`` extra is installed.
+Nothing else in ordo imports this package; ``ordo/cli/serving.py`` imports it inside the ``serve`` verb, after
+checking that the ``ordo[serve]`` extra is installed.
 """

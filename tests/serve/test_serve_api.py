@@ -261,7 +261,7 @@ def test_a_model_with_an_empty_name_or_run_is_an_error(spec, capsys):
 
 def test_a_run_folder_with_an_equals_sign_is_a_run_not_a_name(tmp_path):
     """Before, ``--model runs/lr=1e-3`` was read as the run ``1e-3`` named ``runs/lr``."""
-    from ordo.cli import _served_runs
+    from ordo.cli.serving import _served_runs
 
     run = tmp_path / "lr=1e-3"
     run.mkdir()

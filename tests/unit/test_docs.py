@@ -149,7 +149,7 @@ def test_the_command_check_finds_a_misspelt_flag(tmp_path: Path) -> None:
 
 def shown_train_configs(page: Path) -> list[tuple[str, dict]]:
     """Each shown ``ordo train`` command of ``page`` with the raw config its arguments make (parsed as ``ordo``
-    parses them, :func:`ordo.cli.train_settings`)."""
+    parses them, :func:`ordo.cli.training.train_settings`)."""
     return [(command, train_settings(build_parser().parse_args(shlex.split(command, comments=True)[1:])))
             for command in shown_commands(page.read_text(encoding="utf-8")) if command.startswith("ordo train ")]
 
