@@ -289,7 +289,7 @@ def fairseq_intervals(output: Path) -> dict[int, tuple[float, float]]:
 
 def ordo_update_tokens(data_dir: Path, max_tokens: int, seed: int, steps: int) -> list[int]:
     """Target tokens (EOS included) of each of ordo's first ``steps`` updates: its batch list epoch after epoch
-    (``Trainer.epoch_batch_list`` of one process, batches by the longer side, one batch per update)."""
+    (``BatchStream.epoch_batch_list`` of one process, batches by the longer side, one batch per update)."""
     train = ParallelData.open(data_dir, "train")
     src, tgt = train.src.lengths, train.tgt.lengths
     tokens: list[int] = []
@@ -565,7 +565,7 @@ def comparison_section(command: str, venv: Path, threads: int, amp: str, results
 # -- where a step's time goes ----------------------------------------------------------------------------------
 
 PHASES = {
-    "data": "batch collation (Trainer.make_batch)",
+    "data": "batch collation (BatchStream.make_batch)",
     "encoder": "encoder forward",
     "decoder": "decoder forward",
     "loss": "output layer + label-smoothed CE forward (computes its gradient too, chunked)",
@@ -588,7 +588,7 @@ def step_phases(trainer: Trainer, indices: np.ndarray, step: int) -> dict[str, f
     def stamp(name: str) -> Callable[[torch.Tensor], None]:
         return lambda _grad: marks.__setitem__(name, time.perf_counter())
 
-    batch = trainer.make_batch(trainer.train_data, indices)
+    batch = trainer.batches.make_batch(trainer.batches.train_data, indices)
     assert batch.tgt_in is not None and batch.tgt_out is not None
     marks["data"] = time.perf_counter()
     model.train()
@@ -624,7 +624,7 @@ def profile_section(corpus: Corpus, data_dir: Path, max_tokens: int, threads: in
     torch.manual_seed(cfg.train.seed)
     with tempfile.TemporaryDirectory() as run_dir:  # the trainer writes nothing here: no checkpoint is saved
         trainer = Trainer(build_for_data(cfg, DataMeta.load(data_dir)).model, cfg, Path(run_dir))
-    epoch = trainer.epoch_batch_list(1)
+    epoch = trainer.batches.epoch_batch_list(1)
     timed = epoch[WARM_STEPS : WARM_STEPS + batches]
     for step, indices in enumerate(epoch[:WARM_STEPS], 1):
         step_phases(trainer, indices, step)
@@ -654,7 +654,7 @@ def profile_section(corpus: Corpus, data_dir: Path, max_tokens: int, threads: in
     def per_step(microseconds: float) -> float:
         return microseconds / 1000 / PROFILED_STEPS
 
-    train = trainer.train_data
+    train = trainer.batches.train_data
     pad = padding_of(train.src.lengths + 1, train.tgt.lengths + 1, timed)
     ms = {name: 1000 * statistics.fmean(p[name] for p in phases) for name in PHASES}
     total, real_ms = sum(ms.values()), 1000 * statistics.fmean(real)

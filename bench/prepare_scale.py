@@ -196,7 +196,7 @@ def trainer_loader(data: str, epochs: int) -> None:
         pairs, batches = 0, 0
         for group in trainer.updates():
             for indices in group:
-                trainer.host_batch(trainer.train_data, indices)
+                trainer.batches.host_batch(trainer.batches.train_data, indices)
                 pairs, batches = pairs + len(indices), batches + 1
     after = resident_mb()
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024 - before["RssAnon"] - before["RssFile"]

@@ -42,7 +42,7 @@ from ordo.errors import CheckpointError, ConfigError, InputError, TrainingInterr
 
 if TYPE_CHECKING:
     from ordo.training.distributed import DistributedContext
-    from ordo.training.trainer import Progress
+    from ordo.training.progress import Progress
 
 logger = logging.getLogger("ordo")
 LOG_DATE = "%Y-%m-%d %H:%M:%S"  # the time at the head of each log line

@@ -1,4 +1,5 @@
-"""The training loop: token batches, accumulation, clipping, validation, checkpoints, resume (docs/config.md, "train").
+"""The training loop: accumulation, clipping, the LR schedule, checkpoints, resume, stopping (docs/config.md,
+"train"); the batches come from :mod:`ordo.training.batches`, the dev figures from :mod:`ordo.training.validation`.
 
 Resuming is exact: a checkpoint stores the model, the optimiser, the update count, every process's RNG
 states and the data position (epoch and batch within it); the batch list of an epoch is rebuilt from the
@@ -9,14 +10,11 @@ SIGTERM finishes the current update and saves such a checkpoint before the proce
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import logging
-import math
 import signal
 import time
 from collections import defaultdict
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -28,61 +26,26 @@ from tqdm import tqdm
 from ordo.checkpoint import BEST_NAME, load_checkpoint, save_checkpoint
 from ordo.config import ExperimentConfig, to_dict
 from ordo.data.batch import Batch
-from ordo.data.batching import collate, epoch_batches
-from ordo.data.corpus import ParallelData
-from ordo.data.shards import data_dirs, epoch_shard
-from ordo.data.textio import read_lines
-from ordo.data.vocab import Vocab
-from ordo.decoding.translator import translate_rows
+from ordo.data.shards import data_dirs
 from ordo.errors import CheckpointError, TrainingInterrupted
-from ordo.evaluation.bleu import corpus_scores
 from ordo.gemm import cpu_gemm
-from ordo.losses import AuxLoss, output_nll
+from ordo.losses import AuxLoss
 from ordo.precision import amp_dtype, autocast, describe
 from ordo.provenance import environment, record_start
+from ordo.training.batches import BatchStream, rescaled_position
 from ordo.training.checkpoint import initialise_from, pick_checkpoint, prune_checkpoints, restore_best
 from ordo.training.compiled import batch_pad_multiple, forward_losses
 from ordo.training.distributed import DistributedContext
-from ordo.training.fingerprint import fingerprint_changes, split_fingerprint
 from ordo.training.interrupt import StopSignals
 from ordo.training.optim import build_optimizer, inverse_sqrt_lr, load_optimizer_state, set_lr
+from ordo.training.progress import Progress
+from ordo.training.validation import Validator, ValidResult
 
 logger = logging.getLogger("ordo.train")
 
 LIMIT_REACHED = 256  # above every signal's number: agreed_stop's code for a stopping condition of rank 0
 PROCESS_SEED_STRIDE = 1_000_003  # process r > 0 draws dropout from seed + r x this, apart from rank 0's seed
 SHARED_FILESYSTEM = "training on several machines needs the run directory on a filesystem they all share"
-
-
-@dataclass
-class Progress:
-    """Where training stands; saved in every checkpoint."""
-
-    step: int = 0  # updates done
-    epoch: int = 1  # current epoch (1-based)
-    position: int = 0  # index of the next batch within the epoch's batch list
-    shard: str = ""  # the data directory whose training split the current epoch reads (ordo.data.shards)
-    best: float | None = None  # best validation figure so far (see train.best_metric)
-    best_metric: str = ""  # which figure ``best`` is: "bleu" or "loss" ("" in checkpoints saved before it was kept)
-    bad_validations: int = 0  # validations since the best one
-    train_seconds: float = 0.0  # wall time spent training, over all resumptions
-    src_tokens: int = 0  # source tokens (EOS included) this process has trained on, over all resumptions
-    tgt_tokens: int = 0  # target tokens likewise
-    data_fingerprint: dict[str, dict[str, Any]] = field(default_factory=dict)  # the shard's training split (rank 0)
-
-
-@dataclass
-class ValidResult:
-    """Figures of one validation."""
-
-    loss: float  # mean NLL per target token (no label smoothing)
-    bleu: float | None = None
-    extras: dict[str, float] = field(default_factory=dict)
-
-    @property
-    def ppl(self) -> float:
-        """Perplexity exp(loss)."""
-        return math.exp(min(self.loss, 50.0))
 
 
 class Trainer:
@@ -109,23 +72,19 @@ class Trainer:
             torch.manual_seed(cfg.train.seed + PROCESS_SEED_STRIDE * self.dist.rank)
         self.losses = losses or []
         self.forward_losses = forward_losses(self.wrapped, self.losses, self.tcfg.label_smoothing, self.tcfg.compile)
-        self.pad_multiple = batch_pad_multiple(self.tcfg.pad_multiple, self.tcfg.compile)
-        self.fields = fields
         self.optimizer = build_optimizer(self.model, self.tcfg)
         self.amp = amp_dtype(self.tcfg.amp, self.device)
         self.scaler = torch.amp.GradScaler(enabled=self.amp == torch.float16)
         if self.dist.is_main:
             logger.info("precision: %s", describe(self.tcfg.amp, self.device, self.tcfg.cpu_gemm))
-        self.data_dirs = data_dirs(cfg.data)  # the shards; the first gives valid and the vocabularies
-        data_dir = self.data_dirs[0]
-        self.train_data = ParallelData.open(data_dir, "train")  # the training split of the epoch's shard
-        self.valid_data = ParallelData.open(data_dir, "valid") if (data_dir / "valid.src.idx").exists() else None
-        self.valid_refs = read_lines(data_dir / "valid.tgt.txt") if self.valid_data is not None else []
-        self.tgt_vocab = Vocab.load(data_dir / self.train_data.meta.tgt_vocab)
+        shards = data_dirs(cfg.data)  # the first gives valid and the vocabularies
+        pad_multiple = batch_pad_multiple(self.tcfg.pad_multiple, self.tcfg.compile)
+        self.batches = BatchStream(shards, self.tcfg, self.dist, fields, pad_multiple)
+        self.validator = Validator(self.model, cfg, shards[0], self.batches.train_data.meta, fields, self.dist,
+                                   self.batches.make_batch, self.autocast)
         self.progress = Progress()
         self.saved_step = -1  # the update whose checkpoint is complete on disk (validated when there is a dev set)
         self.off_grid: list[Path] = []  # checkpoints off the valid_every grid, to go once a later one is saved
-        self.epoch_length = 0  # batches in this process's share of the current epoch (0: not built yet)
 
     # -- checkpoints -------------------------------------------------------------------------------
 
@@ -158,7 +117,7 @@ class Trainer:
     def load_state(self, state: dict[str, Any]) -> None:
         """Restore model, optimiser (under this run's β, ε and weight decay), scaler, progress and this process's
         RNG states from a checkpoint. A checkpoint of another number of processes resumes at the same place in the
-        epoch (:func:`rescaled_position`)."""
+        epoch (:func:`~ordo.training.batches.rescaled_position`)."""
         self.model.load_state_dict(state["model"])
         load_optimizer_state(self.optimizer, state["optimizer"], self.tcfg)
         if state["scaler"]:  # empty when saved without fp16 (a disabled scaler): an enabled one starts afresh
@@ -209,7 +168,7 @@ class Trainer:
                                   "dir") from None
         periodic = state.get("periodic", self.progress.step % self.tcfg.valid_every == 0)  # older: by the grid
         self.off_grid = [] if periodic else [path]
-        complete = state["valid"] is not None or self.valid_data is None
+        complete = state["valid"] is not None or self.validator.valid_data is None
         self.saved_step = self.progress.step if complete else -1
         if state["valid"] is not None and self.progress.bad_validations == 0:  # alike on every process
             self.dist.on_main(lambda: restore_best(self.ckpt_dir, state, path))
@@ -253,91 +212,6 @@ class Trainer:
         prune_checkpoints(self.ckpt_dir, self.tcfg.keep_last, self.off_grid)
         self.off_grid = [] if periodic else [path]
 
-    # -- data --------------------------------------------------------------------------------------
-
-    def host_batch(self, data: ParallelData, indices: np.ndarray) -> Batch:
-        """Collate rows ``indices`` of ``data`` with the fields the methods need, in host memory."""
-        src = [data.src[i] for i in indices]
-        tgt = [data.tgt[i] for i in indices]
-        fields = {name: [data.fields[name][i] for i in indices] for name in self.fields}
-        return collate(indices, src, tgt, fields, self.pad_multiple)
-
-    def make_batch(self, data: ParallelData, indices: np.ndarray) -> Batch:
-        """:meth:`host_batch` on the training device."""
-        return self.host_batch(data, indices).to(self.device)
-
-    def epoch_batch_list(self, epoch: int) -> list[np.ndarray]:
-        """This process's share of the epoch's batches (every world_size-th batch).
-
-        ``train.batch_by: target`` sizes batches by their target tokens alone, so systems whose sources differ
-        in length (a lattice against its 1-best segmentation) get the same target budget per update; with
-        ``train.target_bucket: 0`` they see the same sentences, with N > 0 sources of alike length share a batch.
-        """
-        src, tgt = self.train_data.src.lengths, self.train_data.tgt.lengths
-        if self.tcfg.batch_by == "target":  # epoch_batches sizes a pair by its first argument alone
-            batches = epoch_batches(tgt, None, self.tcfg.max_tokens, self.tcfg.seed, epoch,
-                                    bucket_width=self.tcfg.target_bucket, sort_within=src)
-        else:
-            batches = epoch_batches(src, tgt, self.tcfg.max_tokens, self.tcfg.seed, epoch)
-        usable = len(batches) - len(batches) % self.dist.world_size
-        return batches[self.dist.rank : usable : self.dist.world_size]
-
-    def read_epoch_shard(self) -> None:
-        """Make ``train_data`` the training split of the shard the current epoch reads (:func:`epoch_shard`; a run
-        resumed part-way through an epoch goes on with the shard its checkpoint recorded), and log it.
-
-        A run on one data directory goes on with it wherever it now lies (a corpus moved, or copied to a job's
-        local disk): only a list of shards needs the recorded one to tell which the epoch was reading."""
-        resumed = self.progress.shard if self.progress.position else ""
-        if resumed and len(self.data_dirs) == 1 and Path(resumed).resolve() != self.data_dirs[0].resolve():
-            logger.warning("the checkpoint stopped epoch %d part-way through %s; going on with %s, the data "
-                           "directory now given", self.progress.epoch, resumed, self.data_dirs[0])
-            resumed = ""
-        shard = epoch_shard(self.data_dirs, self.progress.epoch, resumed)
-        if self.train_data.src.prefix.parent != shard:
-            del self.train_data  # one shard's lengths in memory at a time
-            self.train_data = ParallelData.open(shard, "train")
-        self.progress.shard = str(shard)
-        logger.info("epoch %d | shard %d of %d: %s (%d pairs)", self.progress.epoch, self.data_dirs.index(shard) + 1,
-                    len(self.data_dirs), shard, len(self.train_data))
-        if self.dist.is_main:
-            self.check_data_fingerprint()
-
-    def check_data_fingerprint(self) -> None:
-        """Record the fingerprint of the training split the epoch reads (:mod:`ordo.training.fingerprint`) and,
-        in a run resumed part-way through an epoch, warn, naming each side and how, when it differs from the
-        checkpoint's: the split was changed in place since, and the checkpoint's place in the epoch now indexes
-        another list of batches.
-
-        A warning, not an error, as for a changed ``train.seed`` or ``train.max_tokens`` (ordo.api's
-        ``warn_batch_changes``), which do the same to the epoch: the run can go on, only the rest of that epoch may
-        skip some sentences and repeat others. Data of another vocabulary, which would make the weights wrong, is
-        refused before this (``check_run_vocabulary``), and what changes with the same vocabulary is most often
-        meant (pairs added or filtered, ``ordo prepare --vocab-from``): refusing would strand a preempted job that
-        restarts by itself, with no means to go on."""
-        now = split_fingerprint(self.train_data)
-        split = self.train_data.src.prefix.with_suffix("")
-        changes = fingerprint_changes(self.progress.data_fingerprint, now, split) if self.progress.position else []
-        if changes:
-            logger.warning("the training data changed since the checkpoint was saved (%s): epoch %d goes on from "
-                           "batch %d of another list of batches (some sentences may be skipped or repeated until "
-                           "the epoch ends)", "; ".join(changes), self.progress.epoch, self.progress.position)
-        self.progress.data_fingerprint = now
-
-    def updates(self) -> Iterator[list[np.ndarray]]:
-        """Groups of ``update_freq`` batches from the saved position on, epoch after epoch, shard after shard."""
-        while self.tcfg.max_epochs <= 0 or self.progress.epoch <= self.tcfg.max_epochs:
-            self.read_epoch_shard()
-            batches = self.epoch_batch_list(self.progress.epoch)
-            self.epoch_length = len(batches)
-            while self.progress.position < len(batches):
-                start = self.progress.position
-                self.progress.position = min(start + self.tcfg.update_freq, len(batches))
-                yield batches[start : self.progress.position]
-            self.progress.epoch += 1
-            self.progress.position = 0
-            del batches  # the next shard's arrays replace this shard's rather than join them
-
     # -- steps -------------------------------------------------------------------------------------
 
     @contextlib.contextmanager
@@ -366,7 +240,7 @@ class Trainer:
     def train_step(self, group: list[np.ndarray], stats: dict[str, Any]) -> None:
         """One update over ``group`` (gradient accumulation), with clipping and the LR schedule."""
         self.wrapped.train()
-        batches = [self.host_batch(self.train_data, indices) for indices in group]
+        batches = [self.batches.host_batch(self.batches.train_data, indices) for indices in group]
         counts = [(b.num_tgt_tokens, int(b.src_lengths.sum())) for b in batches]  # counted in host memory
         norm = self.dist.all_reduce_sum(float(sum(tgt for tgt, _ in counts)))
         for index, (batch, batch_counts) in enumerate(zip(batches, counts)):
@@ -385,79 +259,15 @@ class Trainer:
         self.scaler.update()
         self.optimizer.zero_grad(set_to_none=True)
 
-    # -- validation --------------------------------------------------------------------------------
+    # -- the loop ----------------------------------------------------------------------------------
 
-    @torch.inference_mode()
-    def valid_loss(self) -> float:
-        """Mean NLL per target token on the dev set (teacher forcing, no label smoothing); each process computes
-        every N-th batch of it and the sums are added up."""
-        assert self.valid_data is not None
-        self.model.eval()
-        nll, tokens = 0.0, 0
-        lengths = (self.valid_data.src.lengths, self.valid_data.tgt.lengths)
-        batches = list(epoch_batches(*lengths, self.tcfg.max_tokens, 0, 0, shuffle=False))
-        for indices in batches[self.dist.rank::self.dist.world_size]:
-            batch = self.make_batch(self.valid_data, indices)
-            assert batch.tgt_out is not None
-            with self.autocast():
-                output = self.model(batch)
-                nll += float(output_nll(output.hidden, output.project, batch.tgt_out, 0.0)[1])
-            tokens += batch.num_tgt_tokens
-        return self.dist.all_reduce_sum(nll) / max(self.dist.all_reduce_sum(tokens), 1)
-
-    def valid_bleu(self) -> float:
-        """sacreBLEU of greedy (or ``valid_beam``) translations of the dev set against its raw references; each
-        process translates every N-th sentence and the translations are gathered in the dev set's order."""
-        assert self.valid_data is not None
-        count = len(self.valid_data)
-        if self.tcfg.valid_max_sentences > 0:
-            count = min(count, self.tcfg.valid_max_sentences)
-        share = range(self.dist.rank, count, self.dist.world_size)
-        rows = [self.valid_data.src[i] for i in share]
-        fields = {name: [self.valid_data.fields[name][i] for i in share] for name in self.fields}
-        decode = dataclasses.replace(self.cfg.decode, beam_size=self.tcfg.valid_beam, nbest=1)
-        with self.autocast():
-            hyps = translate_rows(self.model, rows, decode, self.device, fields)
-        shares = self.dist.all_gather_object([self.tgt_vocab.decode(h[0].tokens) for h in hyps])
-        texts = [shares[i % self.dist.world_size][i // self.dist.world_size] for i in range(count)]
-        return float(corpus_scores(texts, self.valid_refs[:count])["bleu"])
+    def updates(self) -> Iterator[list[np.ndarray]]:
+        """The groups of batches to train on, from where :attr:`progress` stands (:meth:`BatchStream.updates`)."""
+        return self.batches.updates(self.progress)
 
     def validate(self) -> ValidResult | None:
-        """Dev loss and BLEU, the processes sharing the work (alike on every process), logged; None when there is
-        no dev set."""
-        if self.valid_data is None:
-            return None
-        result = ValidResult(self.valid_loss())
-        if self.tcfg.valid_bleu:
-            result.bleu = self.valid_bleu()
-        bleu = "" if result.bleu is None else f" | bleu {result.bleu:.2f}"
-        logger.info("valid | update %d | loss %.3f | ppl %.2f%s", self.progress.step, result.loss, result.ppl, bleu)
-        return result
-
-    def is_improvement(self, valid: ValidResult | None) -> bool:
-        """Whether ``valid`` beats the best so far (higher BLEU or lower loss); updates the patience count.
-
-        A run resumed with another figure than its best was measured by (``train.best_metric``, or
-        ``train.valid_bleu`` turned off) starts its best and patience afresh from this validation, rather than
-        comparing a loss with a BLEU score."""
-        if valid is None:
-            return False
-        metric = "bleu" if self.tcfg.best_metric == "bleu" and valid.bleu is not None else "loss"
-        score = valid.bleu if metric == "bleu" else -valid.loss
-        assert score is not None
-        if self.progress.best is not None and self.progress.best_metric not in ("", metric):
-            logger.warning("the best checkpoint so far was chosen by %s, validations now score by %s: best.pt and "
-                           "the patience count start again from this one", self.progress.best_metric, metric)
-            self.progress.best = None
-        self.progress.best_metric = metric
-        if self.progress.best is None or score > self.progress.best:
-            self.progress.best = score
-            self.progress.bad_validations = 0
-            return True
-        self.progress.bad_validations += 1
-        return False
-
-    # -- the loop ----------------------------------------------------------------------------------
+        """:meth:`Validator.validate` at the current update (alike on every process); None without a dev set."""
+        return self.validator.validate(self.progress.step)
 
     def should_stop(self) -> str | None:
         """The reason to stop now, if any."""
@@ -496,15 +306,10 @@ class Trainer:
         if code >= LIMIT_REACHED:
             self.log_late_signal(signal_number)
             return 0, reason or "rank 0 reached a stopping condition"
-        if code and self.epochs_done():  # alike on every process: their shares of an epoch are as long
+        if code and self.batches.epochs_done(self.progress):  # alike on every process: their shares of an epoch are as long
             self.log_late_signal(signal_number)
             return 0, None  # the loop ends with the epochs, as an uninterrupted run's
         return code, f"received {signal.Signals(code).name}" if code else None
-
-    def epochs_done(self) -> bool:
-        """Whether the update just done was the last one of the last epoch (``train.max_epochs``)."""
-        last_epoch = 0 < self.tcfg.max_epochs <= self.progress.epoch
-        return last_epoch and 0 < self.epoch_length <= self.progress.position
 
     @staticmethod
     def log_late_signal(signal_number: int) -> None:
@@ -545,7 +350,7 @@ class Trainer:
                     stats, log_start = _zero_stats(), time.perf_counter()
                 if self.progress.step % self.tcfg.valid_every == 0:
                     valid = self.validate()
-                    self.save(valid, self.is_improvement(valid))
+                    self.save(valid, self.validator.is_improvement(valid, self.progress))
                     last_saved = self.progress.step
                 received, reason = self.agreed_stop(signals.received)
                 if reason:
@@ -555,7 +360,7 @@ class Trainer:
                 self.stop_on_signal(received, last_saved)
             if last_saved != self.progress.step:  # a signal now changes nothing: the run is finishing anyway
                 valid = self.validate()
-                self.save(valid, self.is_improvement(valid), periodic=False)
+                self.save(valid, self.validator.is_improvement(valid, self.progress), periodic=False)
         seconds = max(self.progress.train_seconds, 1e-9)
         logger.info("done: %s; %d updates, %.1f min, %.0f src tok/s, %.0f tgt tok/s", reason or "finished the epochs",
                     self.progress.step, seconds / 60, self.progress.src_tokens / seconds,
@@ -578,13 +383,6 @@ class Trainer:
         message = f"stopped by {name} after update {self.progress.step}; saved {path} (run again to resume)"
         logger.warning("%s", message)
         raise TrainingInterrupted(signal_number, message)
-
-
-def rescaled_position(position: int, saved_processes: int, processes: int) -> int:
-    """The batch position in each process's share of an epoch (every ``processes``-th batch) that continues
-    where ``saved_processes`` processes stood at ``position`` each (``position x saved_processes`` batches of the
-    epoch done); rounded down, so that a batch is trained twice rather than left out."""
-    return position * saved_processes // processes
 
 
 def _zero_stats() -> dict[str, Any]:

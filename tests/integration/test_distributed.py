@@ -25,7 +25,7 @@ from ordo.config import load_config
 from ordo.data.corpus import DataMeta
 from ordo.errors import ConfigError
 from ordo.provenance import ENVIRONMENT_FILE
-from ordo.training import trainer as trainer_module
+from ordo.training import validation as validation_module
 from ordo.training.distributed import DistributedContext
 from ordo.training.lock import run_lock
 from ordo.training.trainer import Trainer
@@ -141,14 +141,14 @@ def test_processes_share_the_validation_and_agree_with_one_process(small_data, t
     the checkpoint are one process's figures for the same weights. Before, every process validated the whole dev
     set: N processes took as long as one."""
     decoded = tmp_path / "decoded"
-    translate = trainer_module.translate_rows
+    translate = validation_module.translate_rows
 
     def counting(model, rows, *args, **kwargs):
         with decoded.open("a") as handle:
             handle.write(f"{os.getpid()} {len(rows)}\n")
         return translate(model, rows, *args, **kwargs)
 
-    monkeypatch.setattr(trainer_module, "translate_rows", counting)  # forked: the processes inherit it
+    monkeypatch.setattr(validation_module, "translate_rows", counting)  # forked: the processes inherit it
     run = tmp_path / "run"
     sets = ("train.max_steps=4", "train.valid_bleu=true", "train.valid_max_sentences=25")
     ended = forked_ranks(train_args(small_data, run, *sets), tmp_path)

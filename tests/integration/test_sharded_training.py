@@ -41,7 +41,7 @@ def test_epoch_e_reads_every_pair_of_shard_e_minus_1_mod_n_once(sharded_data, ti
     with caplog.at_level(logging.INFO, logger="ordo.train"):
         for group in trainer.updates():
             shard = sharded_data[(trainer.progress.epoch - 1) % len(sharded_data)]
-            assert trainer.train_data.src.prefix.parent == shard and trainer.progress.shard == str(shard)
+            assert trainer.batches.train_data.src.prefix.parent == shard and trainer.progress.shard == str(shard)
             seen.setdefault(trainer.progress.epoch, []).extend(group)
     assert sorted(seen) == [1, 2, 3, 4]
     for epoch, batches in seen.items():

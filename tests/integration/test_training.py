@@ -171,8 +171,8 @@ def make_trainer(data, run_dir, *overrides):
 def test_batch_by_target_fills_batches_with_target_tokens_only(small_data, tmp_path):
     by_longer = make_trainer(small_data, tmp_path / "a", "train.max_tokens=200")
     by_target = make_trainer(small_data, tmp_path / "b", "train.max_tokens=200", "train.batch_by=target")
-    src, tgt = by_target.train_data.src.lengths, by_target.train_data.tgt.lengths
-    target_batches, longer_batches = by_target.epoch_batch_list(1), by_longer.epoch_batch_list(1)
+    src, tgt = by_target.batches.train_data.src.lengths, by_target.batches.train_data.tgt.lengths
+    target_batches, longer_batches = by_target.batches.epoch_batch_list(1), by_longer.batches.epoch_batch_list(1)
     for batches in (target_batches, longer_batches):
         assert sorted(np.concatenate(batches).tolist()) == list(range(len(src)))  # every pair once
     assert all(len(b) == 1 or len(b) * (tgt[b].max() + 1) <= 200 for b in target_batches)
@@ -184,9 +184,10 @@ def test_a_compiled_run_pads_its_batches_to_multiples_of_8_and_an_eager_one_does
     eager = make_trainer(small_data, tmp_path / "a")
     compiled = make_trainer(small_data, tmp_path / "b", "train.compile=default")  # compiles at its first step only
     rows = np.arange(5)
-    eager_batch, compiled_batch = eager.host_batch(eager.train_data, rows), compiled.host_batch(compiled.train_data, rows)
+    eager_batch = eager.batches.host_batch(eager.batches.train_data, rows)
+    compiled_batch = compiled.batches.host_batch(compiled.batches.train_data, rows)
     assert compiled_batch.src_tokens.shape[1] % 8 == 0 and compiled_batch.tgt_out.shape[1] % 8 == 0
-    assert eager_batch.src_tokens.shape[1] == eager.train_data.src.lengths[rows].max() + 1  # the longest row + EOS
+    assert eager_batch.src_tokens.shape[1] == eager.batches.train_data.src.lengths[rows].max() + 1  # the longest row + EOS
 
 
 def test_target_bucket_needs_batch_by_target(small_data, tmp_path):

@@ -272,7 +272,7 @@ def signal_at_update(monkeypatch, step, signal_number=signal.SIGTERM):
 @pytest.mark.parametrize("limit", ["train.max_steps=3", "train.max_epochs=1"])
 def test_a_signal_at_the_last_update_finishes_the_run_with_status_0(small_data, tmp_path, monkeypatch, capsys, limit):
     """Before, the run that had done its last update was saved unvalidated and `ordo train` exited 143."""
-    epoch = make_trainer(small_data, tmp_path / "probe", None, "train.max_tokens=2000").epoch_batch_list(1)
+    epoch = make_trainer(small_data, tmp_path / "probe", None, "train.max_tokens=2000").batches.epoch_batch_list(1)
     last = 3 if limit == "train.max_steps=3" else len(epoch)
     signal_at_update(monkeypatch, last)
     run = tmp_path / "run"
