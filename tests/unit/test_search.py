@@ -282,14 +282,28 @@ def test_nbest_distinct_and_sorted(toy):
         beam_search(toy, batch, beam_size=2, nbest=3)
 
 
-def test_batched_equals_per_sentence(toy):
+@pytest.mark.parametrize("length_penalty", [0.0, 1.0, 2.0])
+def test_batched_equals_per_sentence(toy, length_penalty):
     batch = make_batch([5, 2, 7, 4], seed=3)  # some sentences end with EOS, others at the maximum length
-    together_beam = beam_search(toy, batch, beam_size=4, nbest=4)
-    together_greedy = greedy_search(toy, batch)
+    together_beam = beam_search(toy, batch, beam_size=5, length_penalty=length_penalty, nbest=5)
+    together_greedy = greedy_search(toy, batch, length_penalty=length_penalty)
     for row in range(4):
         single = row_of(batch, row)
-        assert_same(together_beam[row], beam_search(toy, single, beam_size=4, nbest=4)[0])
-        assert_same(together_greedy[row], greedy_search(toy, single)[0])
+        assert_same(together_beam[row], beam_search(toy, single, 5, length_penalty=length_penalty, nbest=5)[0])
+        assert_same(together_greedy[row], greedy_search(toy, single, length_penalty=length_penalty)[0])
+
+
+def test_minimum_length_gives_way_to_each_sentence_maximum():
+    # Maximum lengths 1 and 5 (1.0 * source length): the first sentence gets EOS forced at step 1 although
+    # min_len is 4, the second may not end before 4 tokens and then takes the likely EOS.
+    model = ScriptedModel({0: ARGMAX_PATH, 1: ARGMAX_PATH}, {EOS_ID: 0.7, A: 0.2, B: 0.1})
+    batch = make_batch([1, 5])
+    options = {"max_len_a": 1.0, "max_len_b": 0, "min_len": 4}
+    short, long = greedy_search(model, batch, **options)
+    assert_same(short, [expected([A], [0.6, 0.3])])
+    assert_same(long, [expected([A, A, B, A], [0.6, 0.5, 0.1, 0.2, 0.7])])
+    short, long = beam_search(model, batch, beam_size=2, nbest=2, **options)
+    assert [len(h.tokens) for h in short] == [1, 1] and all(4 <= len(h.tokens) <= 5 for h in long)
 
 
 def test_special_tokens_never_inside_hypotheses():
@@ -300,6 +314,34 @@ def test_special_tokens_never_inside_hypotheses():
         results = greedy_search(model, batch) + beam_search(model, batch, beam_size=4, nbest=4)
         tokens = [t for hyps in results for h in hyps for t in h.tokens]
         assert tokens and not {PAD_ID, BOS_ID, EOS_ID} & set(tokens)
+
+
+@pytest.mark.parametrize("preset", ["tiny", "rnn-tiny"])
+def test_cached_steps_after_beam_reordering_equal_a_full_pass(preset):
+    """``decode_step`` on a state that search reordered (hypotheses moved within their sentence, a finished
+    sentence dropped) gives each row the logits of a teacher-forced pass over its own prefix."""
+    cfg = load_config(None, [f"model.preset={preset}", "model.dropout=0"]).model
+    torch.manual_seed(0)
+    model = build_model(cfg, 12, 12).model.eval()
+    batch, beam = make_batch([5, 2, 7], seed=4), 3
+    generator = torch.Generator().manual_seed(1)
+    sentences = torch.arange(3).repeat_interleave(beam)  # (R,) batch row of each hypothesis
+    prefixes = torch.full((3 * beam, 1), BOS_ID)  # (R, t)
+    with torch.inference_mode():
+        state = model.init_state(model.encode(batch))
+        state.repeat_rows(beam)
+        for step in range(5):
+            logits = model.decode_step(prefixes[:, -1], state)  # (R, V)
+            forced = Batch(batch.src_tokens[sentences], batch.src_lengths[sentences], sentences, prefixes, prefixes)
+            torch.testing.assert_close(logits, model(forced).logits[:, -1], atol=1e-5, rtol=0)
+            active = sentences.numel() // beam
+            rows = torch.arange(active).repeat_interleave(beam) * beam + torch.randint(
+                0, beam, (active * beam,), generator=generator)  # each hypothesis from one of its sentence's
+            if step == 1:  # the second sentence is done
+                rows = rows.view(active, beam)[[0, 2]].view(-1)
+            state.reorder(rows, same_sources=rows.numel() == sentences.numel())
+            next_tokens = torch.randint(4, 12, (rows.numel(), 1), generator=generator)
+            sentences, prefixes = sentences[rows], torch.cat([prefixes[rows], next_tokens], dim=1)
 
 
 @pytest.mark.parametrize("beam_size", [1, 3, 5])
