@@ -29,7 +29,8 @@ the hashes of what each run read (:func:`data_hashes`) to the records of a commi
 each claim's ``seeds`` of both its systems (more where the test of those is inconclusive and at most ten seeds a
 side would detect the paper's gain: :attr:`recipes.verdicts.Comparison.seeds_due`), seed by seed across systems
 (seed 1 of every system, comparison systems first, then seed 2, ...), leaving out the claims marked
-``first_pass`` and the suites that need a GPU where there is none. ``queue`` works that list off, each time the next run no other process holds (``run``
+``first_pass`` and the suites that need a GPU where there is none; ``--first SYSTEM`` puts the runs of the claims
+on that system (and their comparison system's) before all others, to settle those claims soonest. ``queue`` works that list off, each time the next run no other process holds (``run``
 takes the same lock), until every run is recorded or held by another process: two workers of one thread each,
 started side by side, share the list. ``queue --start-within MINUTES`` starts no run after that many minutes (a
 lent GPU's call ends at a fixed time, and a run it cuts off is lost: bench/gpu/verdicts.sh). Their ``--budget NAME`` applies to the suites that name budgets (the
@@ -49,8 +50,9 @@ usage: python recipes/replicate.py run --suite enja_verdict [--data-dir DIR] [--
            [--budget NAME] [--hyps DIR [--trial-steps N] [--trial-set KEY=VALUE ...]] SYSTEM.seedN [...]
        python recipes/replicate.py prepare --suite SUITE [--data-dir DIR] [--work DIR]
        python recipes/replicate.py rehash --suite SUITE [--work DIR] [--hyps DIR]
-       python recipes/replicate.py pending [--suite SUITE ...] [--threads N] [--budget NAME]
+       python recipes/replicate.py pending [--suite SUITE ...] [--threads N] [--budget NAME] [--first SYSTEM ...]
        python recipes/replicate.py queue [--suite SUITE ...] [--threads N] [--budget NAME] [--start-within MIN]
+           [--first SYSTEM ...]
        python recipes/replicate.py tables [--out bench/results/verdicts.md] [--results bench/RESULTS.md]
            [--data-dir CORPUS=DIR ...]
 """
@@ -149,6 +151,9 @@ def parse_args() -> argparse.Namespace:
         listing.add_argument("--threads", type=int, help="CPU threads of each run (as for run)")
         listing.add_argument("--budget", help=f"the budget of the suites that name budgets (default: {DEFAULT})")
         listing.add_argument("--hyps", type=Path, help=f"the recorded runs to go by (default: {HYPS.relative_to(ROOT)})")
+        listing.add_argument("--first", action="append", default=[], metavar="SYSTEM",
+                             help="the runs of the claims on this system (and their comparison system's) before all "
+                             "others, seed by seed (repeatable: e.g. --first exgre_soft --first refsr_soft)")
         if verb == "queue":
             listing.add_argument("--start-within", type=float, metavar="MINUTES",
                                  help="start no run after this many minutes from the queue's start (default: no limit)")
@@ -649,20 +654,31 @@ def seeds_due(claim: dict, folder: Path, corpora: CorpusFolders) -> int:
 
 
 def pending_runs(claims: list[dict], hyps_root: Path, sets: dict[str, str],
-                 references: CorpusFolders | None = None) -> list[PendingRun]:
+                 references: CorpusFolders | None = None, first: tuple[str, ...] = ()) -> list[PendingRun]:
     """The runs ``claims`` still need (:func:`seeds_wanted` from the runs under ``hyps_root``, their references
     found by ``references``) in the set ``sets[CORPUS]`` (the claims of a corpus that ``sets`` lacks are left
     out), seed by seed: seed 1 of every system, then seed 2, and so on; within one seed a corpus at a time in the
     claims' order, comparison systems (e.g. ``baseline``, ``rnnsearch``) first, then the systems in the order the
-    claims name them."""
+    claims name them. The runs of the claims whose system ``first`` names (theirs and their comparison systems')
+    come before all others, in that order among themselves: the claims a user wants settled soonest."""
     corpora = list(dict.fromkeys(claim["corpus"] for claim in claims))
     compared = {(claim["corpus"], claim["baseline"]) for claim in claims}
+    hurried = {(claim["corpus"], claim[side]) for claim in claims if claim["system"] in first
+               for side in ("baseline", "system")}
     wanted = seeds_wanted(claims, sets, hyps_root, references)
     named = list(wanted)
     runs = [PendingRun(corpus, sets[corpus], name, seed) for (corpus, name), count in wanted.items()
             for seed in range(1, count + 1) if seed not in seeds_of(hyps_root / corpus / sets[corpus], name)]
-    return sorted(runs, key=lambda run: (run.seed, corpora.index(run.corpus), (run.corpus, run.system) not in compared,
-                                         named.index((run.corpus, run.system))))
+    return sorted(runs, key=lambda run: ((run.corpus, run.system) not in hurried, run.seed, corpora.index(run.corpus),
+                                         (run.corpus, run.system) not in compared, named.index((run.corpus, run.system))))
+
+
+def check_first(claims: list[dict], first: list[str]) -> None:
+    """Stop, naming it, at a system of ``--first`` that no claim is on (it would change nothing)."""
+    systems = sorted({claim["system"] for claim in claims})
+    for name in first:
+        if name not in systems:
+            sys.exit(f"--first {name}: no claim is on that system (the claims' systems: {', '.join(systems)})")
 
 
 def queue_budget(suite: str, budget: str | None) -> str | None:
@@ -682,11 +698,11 @@ def machine_set(suite: str, threads: int | None, budget: str | None = None) -> s
 
 
 def selected_runs(claims: list[dict], suites: list[str] | None, threads: int | None,
-                  budget: str | None = None, hyps: Path | None = None) -> list[PendingRun]:
+                  budget: str | None = None, hyps: Path | None = None, first: tuple[str, ...] = ()) -> list[PendingRun]:
     """:func:`pending_runs` of the hypotheses under ``hyps`` (None: :data:`HYPS`) in this machine's sets
     (:func:`machine_set`) for runs of ``threads`` CPU threads at ``budget`` (:func:`queue_budget`), of the claims
-    on the corpora of ``suites`` only where given; a retired set (:func:`recipes.verdicts.retired`) needs no runs,
-    and says why."""
+    on the corpora of ``suites`` only where given, the claims of the systems ``first`` names first; a retired set
+    (:func:`recipes.verdicts.retired`) needs no runs, and says why."""
     hyps = hyps or HYPS
     sets = {}
     for corpus in dict.fromkeys(claim["corpus"] for claim in claims):
@@ -697,16 +713,16 @@ def selected_runs(claims: list[dict], suites: list[str] | None, threads: int | N
             print(f"== {corpus}/{found} is retired, no runs for it: {reason}", flush=True)
         elif found:
             sets[corpus] = found
-    return pending_runs(claims, hyps, sets)
+    return pending_runs(claims, hyps, sets, first=first)
 
 
 def work_queue(claims: list[dict], suites: list[str] | None, threads: int | None, budget: str | None = None,
-               start_within: float | None = None, hyps: Path | None = None) -> None:
+               start_within: float | None = None, hyps: Path | None = None, first: tuple[str, ...] = ()) -> None:
     """Run the first pending run (:func:`selected_runs` of the runs recorded under ``hyps``, where it records
     too) that no other process holds (:func:`run_system`), and go on until every pending run is recorded or held
     by another process (or was run by this one: a run that recorded elsewhere than :func:`selected_runs` looks is
     not run twice), or until ``start_within`` minutes have passed since the call (None: no limit), after which no
-    run starts."""
+    run starts; the claims of the systems ``first`` names first (:func:`pending_runs`)."""
     check_ordo_source()  # another checkout's ordo, or an uncommitted checkout, stops here, before any run
     commit_id()
     deadline = None if start_within is None else time.monotonic() + 60 * start_within
@@ -715,7 +731,7 @@ def work_queue(claims: list[dict], suites: list[str] | None, threads: int | None
         if deadline is not None and time.monotonic() >= deadline:
             print(f"== queue: {start_within:g} minutes have passed: no run starts now", flush=True)
             return
-        for run in selected_runs(claims, suites, threads, budget, hyps):
+        for run in selected_runs(claims, suites, threads, budget, hyps, first):
             if str(run) in done:
                 continue
             print(f"== queue: {run} ({run.corpus}/{run.set})", flush=True)
@@ -752,12 +768,15 @@ def main() -> None:
             for path in rehash(args.suite, args.work or ROOT / "work" / args.suite, args.hyps):
                 print(path, flush=True)
         elif args.verb == "pending":
+            check_first(claims, args.first)
             hyps = args.hyps or HYPS
             shown = hyps.relative_to(ROOT) if hyps.is_relative_to(ROOT) else hyps
             print("".join(f"{run}\t{shown / run.corpus / run.set}\n"
-                          for run in selected_runs(claims, args.suites, args.threads, args.budget, hyps)), end="")
+                          for run in selected_runs(claims, args.suites, args.threads, args.budget, hyps,
+                                                   tuple(args.first))), end="")
         elif args.verb == "queue":
-            work_queue(claims, args.suites, args.threads, args.budget, args.start_within, args.hyps)
+            check_first(claims, args.first)
+            work_queue(claims, args.suites, args.threads, args.budget, args.start_within, args.hyps, tuple(args.first))
         else:
             write_tables(claims, args.hyps, CorpusFolders(args.data_root, dict(args.data_dir)), args.out,
                          args.results)

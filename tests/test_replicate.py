@@ -257,6 +257,24 @@ def test_pending_runs_come_seed_by_seed_in_this_machines_set_comparison_systems_
                                          for name in ("baseline", "exgre_soft")]
 
 
+def test_pending_runs_of_the_claims_named_first_come_before_the_others_seed_by_seed(tmp_path):
+    claims = [{"corpus": "multi30k", "baseline": "baseline", "system": "both_res", "seeds": 3},
+              {"corpus": "multi30k", "baseline": "onebest", "system": "lattice", "seeds": 2},
+              {"corpus": "multi30k", "baseline": "baseline", "system": "exgre_soft", "seeds": 3}]
+    write_hyps(tmp_path / "hyps" / "multi30k" / SET, "baseline", 1, ["a"])
+    runs = replicate.pending_runs(claims, tmp_path / "hyps", {"multi30k": SET}, first=("exgre_soft",))
+    assert [str(run).split()[1] for run in runs] == [
+        "exgre_soft.seed1", "baseline.seed2", "exgre_soft.seed2", "baseline.seed3", "exgre_soft.seed3",  # hurried
+        "onebest.seed1", "both_res.seed1", "lattice.seed1", "onebest.seed2", "both_res.seed2", "lattice.seed2",
+        "both_res.seed3"]  # then the others as ever: seed by seed, comparison systems first
+
+
+def test_a_system_named_first_that_no_claim_is_on_stops_the_queue_naming_it():
+    claims = [{"corpus": "multi30k", "baseline": "baseline", "system": "exgre_soft"}]
+    with pytest.raises(SystemExit, match="--first exgre: no claim is on that system .*: exgre_soft"):
+        replicate.check_first(claims, ["exgre_soft", "exgre"])
+
+
 def test_pending_runs_add_the_seeds_an_inconclusive_claim_is_due_at(tmp_path):
     refs = ROTATIONS * 2
     write_refs(tmp_path / "data", refs)
