@@ -23,9 +23,8 @@ flags and the weight's shape, not a timing: every process of a run (and a resume
 translations) on the same kind of CPU takes the same backend for each layer, so the run's results do not depend
 on how busy the machine was. oneDNN builds and keeps a kernel for each shape it meets, and token batching brings
 a new row count nearly every batch, so a training product on oneDNN pads its rows as bf16 training does (below),
-keeping the unpadded input for its backward pass: on oneDNN a tiny model's 200 updates held 1.47 GB unpadded,
-0.88 GB padded (BLAS 0.58 GB), and a base model's 6 updates 2.92 GB, 0.47 GB less than with the padded input
-kept (BLAS 2.80 GB). The output layer's chunked loss pads its rows on oneDNN too (:func:`pads_training_rows`):
+keeping the unpadded input for its backward pass: a base model's 6 updates held 2.92 GB, 0.47 GB less than
+with the padded input kept (BLAS 2.80 GB; 108a517). The output layer's chunked loss pads its rows on oneDNN too (:func:`pads_training_rows`):
 unpadded, its weight gradient (a reduction over the chunk's rows) met a new row count every batch, and a small
 model's peak memory grew from 1.22 GB after 12 updates to 1.66 GB after 100 (BLAS 1.02 GB; 1.27 GB padded).
 
