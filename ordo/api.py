@@ -13,7 +13,7 @@ import contextlib
 import dataclasses
 import logging
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
@@ -34,6 +34,7 @@ from ordo.data.shards import data_dirs, shard_metas, vocab_digest
 from ordo.data.source import LongLines, SourceEncoder, model_inputs
 from ordo.data.textio import atomic_write, copy_tree_atomically, read_yaml
 from ordo.data.vocab import TokenVocab, Vocab, load_vocab
+from ordo.decoding.ensemble import Ensemble
 from ordo.decoding.search import Hypothesis
 from ordo.decoding.translator import translate_rows
 from ordo.detail import Candidate, ForcedPass, TranslationDetail, describe, forced_passes
@@ -378,6 +379,9 @@ class LoadedRun:
         """
         if references is not None and len(references) != len(sentences):
             raise ConfigError(f"references: {len(references)} given for {len(sentences)} sentences")
+        if isinstance(self.model, Ensemble):
+            raise ConfigError("translate_detailed reads one model's attention: load a single run (load_run), "
+                              "not an ensemble")
         cfg = replace_checked(self.cfg.decode, "decode", **decode)
         rows, fields = self.encode_inputs(sentences, "input", cfg.long_lines)
         hyps = translate_rows(self.model, rows, cfg, self.device, fields)
@@ -450,6 +454,54 @@ def load_run(run_dir: str | Path, checkpoint: str = "best", device: str = "auto"
 
         model = quantize_int8(model)
     return LoadedRun(model, cfg, src_vocab, tgt_vocab, target, lattice)
+
+
+def load_ensemble(
+    run_dirs: Sequence[str | Path], checkpoint: str = "best", device: str = "auto", int8: bool = False
+) -> LoadedRun:
+    """Load several trained runs to translate as one ensemble (:mod:`ordo.decoding.ensemble`): at every search
+    step the mean of their probabilities. ``checkpoint``, ``device`` and ``int8`` apply to every run; one run is
+    exactly :func:`load_run`.
+
+    The result is the first run's (config, decode settings, vocabularies, lattice segmenters) with the
+    :class:`~ordo.decoding.ensemble.Ensemble` as its model, and ``model.max_positions`` the smallest of the runs'
+    (the longest source every member can read).
+
+    Raises:
+        ConfigError: naming the first run and another one when their source input (lattices or plain text), source
+            or target vocabulary or lattice segmenters differ; or when no run is given.
+    """
+    if not run_dirs:
+        raise ConfigError("an ensemble needs at least one run directory")
+    runs = [load_run(run_dir, checkpoint, device, int8) for run_dir in run_dirs]
+    if len(runs) == 1:
+        return runs[0]
+    first_dir = Path(run_dirs[0])
+    for run_dir in run_dirs[1:]:
+        difference = _input_difference(first_dir, Path(run_dir))
+        if difference:
+            raise ConfigError(f"{first_dir} and {run_dir} cannot be ensembled: {difference}")
+    max_positions = min(run.cfg.model.max_positions for run in runs)
+    cfg = dataclasses.replace(runs[0].cfg, model=dataclasses.replace(runs[0].cfg.model, max_positions=max_positions))
+    return dataclasses.replace(runs[0], model=Ensemble([run.model for run in runs]), cfg=cfg)
+
+
+def _input_difference(first: Path, other: Path) -> str:
+    """What differs between two runs in what their models read and write (empty when nothing does): lattice or
+    plain-text source, the source or target vocabulary, the lattice segmenters."""
+    first_meta, other_meta = run_data_meta(first), run_data_meta(other)
+    if bool(first_meta.src_lattice) != bool(other_meta.src_lattice):
+        reads = {True: "lattices", False: "plain text"}
+        return (f"the first reads {reads[bool(first_meta.src_lattice)]}, the other "
+                f"{reads[bool(other_meta.src_lattice)]} as source")
+    for side in ("src", "tgt"):
+        first_file, other_file = (run / getattr(meta, f"{side}_vocab") for run, meta in
+                                  ((first, first_meta), (other, other_meta)))
+        if first_file.read_bytes() != other_file.read_bytes():
+            return f"their {'source' if side == 'src' else 'target'} vocabularies differ"
+    if vocab_digest(first, first_meta) != vocab_digest(other, other_meta):
+        return "their lattice segmenters differ" if first_meta.src_lattice else "their joint/separate vocabularies differ"
+    return ""
 
 
 def average(run_dir: str | Path, last: int = 5, output: str | Path | None = None) -> Path:

@@ -81,7 +81,9 @@ def _add_translate(sub: argparse._SubParsersAction) -> None:
     from ordo.config import DecodeConfig
 
     p = sub.add_parser("translate", help="translate lines from --input (or stdin) to --output (or stdout)")
-    p.add_argument("--model", required=True, help="run directory")
+    p.add_argument("--model", action="append", required=True, metavar="RUN",
+                   help="run directory; repeat it to translate with the ensemble of the runs (mean of their "
+                        "probabilities; decode settings from the first run's config)")
     p.add_argument("--checkpoint", default="best", help="best | last | averaged | a path")
     p.add_argument("--input")
     p.add_argument("--output")

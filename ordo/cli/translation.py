@@ -26,7 +26,8 @@ def _decode_overrides(args: argparse.Namespace) -> dict[str, Any]:
 def run_translate(args: argparse.Namespace) -> None:
     """``ordo translate``: one line out per line in (n-best: ``i ||| text ||| score`` lines), streamed in chunks
     of ``--buffer-lines`` lines, each written (and flushed) as soon as it is translated; ``--output`` is
-    replaced only when the whole input is done."""
+    replaced only when the whole input is done. Several ``--model`` runs translate as one ensemble
+    (:func:`ordo.api.load_ensemble`), with the first run's decode settings unless flags override them."""
     from tqdm import tqdm
 
     from ordo import api
@@ -35,7 +36,7 @@ def run_translate(args: argparse.Namespace) -> None:
 
     if args.buffer_lines < 1:
         raise ConfigError(f"--buffer-lines: {args.buffer_lines} is below its minimum 1")
-    run = api.load_run(args.model, args.checkpoint, args.device, int8=args.int8)
+    run = api.load_ensemble(args.model, args.checkpoint, args.device, int8=args.int8)
     overrides = _decode_overrides(args)
     nbest = replace_checked(run.cfg.decode, "decode", **overrides).nbest
     source = args.input or "<stdin>"
