@@ -4,6 +4,7 @@ import os
 import stat
 
 import pytest
+import torch
 
 
 @pytest.fixture
@@ -23,3 +24,13 @@ def fsync_events(monkeypatch) -> list[str]:
     monkeypatch.setattr(os, "fsync", fsync)
     monkeypatch.setattr(os, "replace", replace)
     return events
+
+
+@pytest.fixture(scope="module")
+def one_thread():
+    """One intra-op thread for a module of tiny tensors: on shared cores more threads only add synchronisation
+    (about 100x slower there); the thread count is restored after the module."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)

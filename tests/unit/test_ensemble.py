@@ -15,16 +15,9 @@ from ordo.data.batch import BOS_ID, EOS_ID, PAD_ID, Batch
 from ordo.decoding.ensemble import Ensemble
 from ordo.decoding.search import Hypothesis, beam_search, greedy_search
 
+pytestmark = pytest.mark.usefixtures("one_thread")  # tests/unit/conftest.py
+
 VOCAB = 12
-
-
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """Tiny tensors: on shared cores, intra-op threads only add synchronisation."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 def random_model(preset: str, seed: int) -> torch.nn.Module:

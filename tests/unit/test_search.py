@@ -15,6 +15,8 @@ from ordo.data.batch import BOS_ID, EOS_ID, PAD_ID, Batch
 from ordo.decoding.search import Hypothesis, _top_candidates, beam_search, greedy_search, max_output_lengths
 from ordo.models.outputs import DecoderState, EncoderOutput, Seq2SeqOutput
 
+pytestmark = pytest.mark.usefixtures("one_thread")  # tests/unit/conftest.py
+
 A, B = 4, 5  # the two content tokens of the scripted model
 STUB_VOCAB = 6  # PAD, UNK, BOS, EOS, A, B
 
@@ -146,15 +148,6 @@ def row_of(batch: Batch, row: int) -> Batch:
     return Batch(
         batch.src_tokens[row : row + 1, :length], batch.src_lengths[row : row + 1], batch.ids[row : row + 1]
     )
-
-
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """Tiny tensors: on shared cores, intra-op threads only add synchronisation (~100x slower here)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 @pytest.fixture(scope="module")
