@@ -7,6 +7,7 @@ import pytest
 
 from ordo import api
 from ordo.cli import main
+from ordo.config import load_config
 from ordo.data.textio import read_lines
 from ordo.decoding.ensemble import Ensemble
 from ordo.errors import ConfigError
@@ -14,11 +15,15 @@ from ordo.errors import ConfigError
 LINES = ["the dog sees a cat .", "", "a cat runs .", "the cat sees the dog ."]
 
 
-@pytest.fixture
-def second_run(small_data, train_tiny_on, tmp_path) -> Path:
-    """Another tiny run on ``small_data`` (same vocabulary as ``trained_run``, another model: 3 updates)."""
-    train_tiny_on(small_data, 3, "train.device=cpu", name="second")
-    return tmp_path / "second"
+@pytest.fixture(scope="module")
+def second_run(small_data, tmp_path_factory) -> Path:
+    """Another tiny run on ``small_data`` (same vocabulary as ``trained_run``, another model: 3 updates), trained
+    once for the module."""
+    run = tmp_path_factory.mktemp("ensemble") / "second"
+    api.train(load_config(None, [f"data={small_data}", "model.preset=tiny", "model.d_model=32", "model.ffn_dim=64",
+                                 "train.max_tokens=400", "train.max_steps=3", "train.valid_every=3",
+                                 "train.progress=false", "train.valid_bleu=false", "train.device=cpu"]), run)
+    return run
 
 
 @pytest.fixture
