@@ -473,14 +473,14 @@ def load_ensemble(
     """
     if not run_dirs:
         raise ConfigError("an ensemble needs at least one run directory")
-    runs = [load_run(run_dir, checkpoint, device, int8) for run_dir in run_dirs]
-    if len(runs) == 1:
-        return runs[0]
     first_dir = Path(run_dirs[0])
-    for run_dir in run_dirs[1:]:
+    for run_dir in run_dirs[1:]:  # before any model is loaded
         difference = _input_difference(first_dir, Path(run_dir))
         if difference:
             raise ConfigError(f"{first_dir} and {run_dir} cannot be ensembled: {difference}")
+    runs = [load_run(run_dir, checkpoint, device, int8) for run_dir in run_dirs]
+    if len(runs) == 1:
+        return runs[0]
     max_positions = min(run.cfg.model.max_positions for run in runs)
     cfg = dataclasses.replace(runs[0].cfg, model=dataclasses.replace(runs[0].cfg.model, max_positions=max_positions))
     return dataclasses.replace(runs[0], model=Ensemble([run.model for run in runs]), cfg=cfg)
