@@ -34,29 +34,23 @@ own; a claim with no runs yet needs none.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import statistics
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import yaml
 
 from ordo.analysis.plots import curve_panels, gain_plot, line_plot
-from ordo.analysis.systems import bleu_metric
 from ordo.analysis.tables import markdown_table
 from ordo.data.alignment.links import read_links
 from ordo.data.textio import atomic_write, read_lines, read_yaml
 from ordo.errors import ConfigError, InputError
-from ordo.evaluation.order import (
-    DifficultyBucket,
-    alignment_tau,
-    corpus_ribes,
-    difficulty_buckets,
-    ribes_tokens,
-)
+from ordo.evaluation.order import DifficultyBucket, alignment_tau, difficulty_buckets
 from ordo.evaluation.seeds import (
     MAX_SEEDS,
     SeedComparison,
@@ -74,6 +68,31 @@ FIRST_PASS_NOTE = "first pass (mixed commits and machines)"
 NO_SET = "-"  # the set of a claim that has no runs anywhere yet
 RETIRED = "RETIRED"  # a file in a set folder that stops the set: no verdict rows, no more runs (module docstring)
 SHARED_DATA = ROOT.parent / "shared" / "data"  # the corpus folders of the suites that name no data_dir
+BLEU, RIBES = "BLEU", "RIBES"  # the metrics of the tables (:func:`scored_metric`)
+
+
+def _kept(function: Callable[..., float]) -> Callable[..., float]:
+    """``function`` of lists of lines, each result kept by the lines it was given (equal lines, not the same
+    list: every table reads the runs' files again)."""
+    results: dict[tuple[tuple[str, ...], ...], float] = {}
+
+    def kept(*texts: Sequence[str]) -> float:
+        key = tuple(tuple(text) for text in texts)
+        if key not in results:
+            results[key] = function(*texts)
+        return results[key]
+
+    return kept
+
+
+@functools.cache
+def scored_metric(name: str, tokenized: bool) -> SeedMetric:
+    """The :class:`ordo.evaluation.seeds.SeedMetric` ``name`` (:data:`BLEU` or :data:`RIBES` x100, on the tokens
+    as given where ``tokenized``) whose scores and paired tests are each computed once per process: the tables
+    score a run in several places (its comparisons, the table of runs, the thirds by reordering difficulty, the
+    figures) and a comparison system in every claim against it."""
+    metric = (seed_bleu_metric if name == BLEU else ribes_metric)(tokenized)
+    return SeedMetric(metric.name, _kept(metric.score), _kept(metric.paired_p))
 
 
 def read_claims() -> list[dict]:
@@ -108,8 +127,7 @@ def mean_ribes(runs: dict[int, list[str]], refs: list[str], tokenized: bool) -> 
     """RIBES x100 (:mod:`ordo.evaluation.order`) averaged over the seeds in ``runs``, None if there are none."""
     if not runs:
         return None
-    ref_tokens = ribes_tokens(refs, tokenized)
-    return 100 * statistics.fmean(corpus_ribes(ribes_tokens(hyps, tokenized), ref_tokens) for hyps in runs.values())
+    return statistics.fmean(scored_metric(RIBES, tokenized).score(hyps, refs) for hyps in runs.values())
 
 
 def set_folders(hyps_root: Path, corpus: str) -> list[Path]:
@@ -358,7 +376,7 @@ def compare(claim: dict, folder: Path, corpora: CorpusFolders) -> Comparison:
     """The committed hypotheses of ``claim``'s baseline and system in the set folder ``folder``, scored by
     seed against the references :func:`references` finds (none read where neither system has a seed)."""
     spec = suite_of(claim["corpus"])
-    bleu = bleu_metric(bool(spec.get("tokenized")))
+    bleu = scored_metric(BLEU, bool(spec.get("tokenized"))).score
     base, system = seeds_of(folder, claim["baseline"]), seeds_of(folder, claim["system"])
     refs = references(claim["corpus"], spec, folder.parent.parent, corpora) if base or system else []
     return judged_seeds(Comparison(claim, refs, bool(spec.get("tokenized")), base, system,
@@ -390,9 +408,11 @@ def comparisons_of(claims: list[dict], hyps_root: Path, corpora: CorpusFolders) 
 
 def seed_p(base: dict[int, list[str]], system: dict[int, list[str]], refs: list[str],
            indices: Sequence[int] | None = None) -> float:
-    """:func:`ordo.evaluation.seeds.pooled_bootstrap_p` over the seeds ``base`` and ``system`` have in common."""
+    """:func:`ordo.evaluation.seeds.pooled_bootstrap_p` of BLEU over the seeds ``base`` and ``system`` have in
+    common."""
     common = sorted(set(base) & set(system))
-    return pooled_bootstrap_p([base[s] for s in common], [system[s] for s in common], refs, indices)
+    return pooled_bootstrap_p([base[s] for s in common], [system[s] for s in common], refs, indices,
+                              scored_metric(BLEU, False).paired_p)
 
 
 TEST_HEADER = ["gain [95% interval]", "p (t-test over seeds)", "min. detectable gain (80% power)",
@@ -440,7 +460,7 @@ def claim_row(comparison: Comparison) -> list[str]:
              f"{claim['system']} vs {claim['baseline']}", listed,
              " / ".join("-" if m is None else f"{m:.0f}" for m in minutes),
              " / ".join("-" if r is None else f"{r:.2f}" for r in ribes)]
-    return [*cells, *verdict_cells(comparison, seed_bleu_metric(comparison.tokenized))]
+    return [*cells, *verdict_cells(comparison, scored_metric(BLEU, comparison.tokenized))]
 
 
 SUMMARY_HEADER = ["paper", "comparison", "paper's gain", "corpus", "set", "seeds (base / system)",
@@ -452,8 +472,8 @@ def summary_row(comparison: Comparison) -> list[str]:
     side, the mean BLEU and RIBES gains with their 95% intervals (:func:`test_cells`) and the BLEU verdict
     (:func:`verdict_cells`)."""
     claim = comparison.claim
-    bleu = verdict_cells(comparison, seed_bleu_metric(comparison.tokenized))
-    ribes = (verdict_cells(comparison, ribes_metric(comparison.tokenized), against_paper=False)
+    bleu = verdict_cells(comparison, scored_metric(BLEU, comparison.tokenized))
+    ribes = (verdict_cells(comparison, scored_metric(RIBES, comparison.tokenized), against_paper=False)
              if comparison.testable and not comparison.refusal else ["-"])
     gain = claim.get("paper_gain")
     return [claim["paper"], f"{claim['system']} vs {claim['baseline']}", "-" if gain is None else f"{gain:+.2f}",
@@ -471,7 +491,7 @@ def ribes_row(comparison: Comparison) -> list[str] | None:
     with no target gain (the papers claim BLEU gains only, so no RIBES gain is ruled out)."""
     if not comparison.testable or comparison.refusal:
         return None
-    metric = ribes_metric(comparison.tokenized)
+    metric = scored_metric(RIBES, comparison.tokenized)
     claim = comparison.claim
     ribes = [metric.score(comparison.system[s], comparison.refs) for s in sorted(comparison.system)]
     return [claim["paper"], f"{claim['system']} vs {claim['baseline']}", claim["corpus"], set_label(comparison.folder),
@@ -531,7 +551,7 @@ def run_rows(corpus: str, claims: list[dict], hyps_root: Path, corpora: CorpusFo
         return []  # no runs: no references needed
     spec = suite_of(corpus)
     refs, tokenized = references(corpus, spec, hyps_root, corpora), bool(spec.get("tokenized"))
-    bleu = bleu_metric(tokenized)
+    bleu = scored_metric(BLEU, tokenized).score
     rows = []
     for folder in folders:
         scores: dict[str, dict[int, float]] = {}
@@ -556,14 +576,11 @@ def run_row(folder: Path, system: str, seed: int, hyps: list[str], score: float,
 def bucket_scores(runs: dict[int, list[str]], refs: list[str], buckets: list[DifficultyBucket],
                   tokenized: bool) -> dict[int, list[tuple[float, float]]]:
     """(BLEU, RIBES x100) of every bucket of test pairs, by seed."""
-    bleu = bleu_metric(tokenized)
-    ribes_refs = ribes_tokens(refs, tokenized)
+    bleu, ribes = (scored_metric(name, tokenized).score for name in (BLEU, RIBES))
     scores = {}
     for seed, hyps in runs.items():
-        ribes_hyps = ribes_tokens(hyps, tokenized)
-        scores[seed] = [(bleu([hyps[i] for i in b.indices], [refs[i] for i in b.indices]),
-                         100 * corpus_ribes([ribes_hyps[i] for i in b.indices], [ribes_refs[i] for i in b.indices]))
-                        for b in buckets]
+        pairs = [([hyps[i] for i in b.indices], [refs[i] for i in b.indices]) for b in buckets]
+        scores[seed] = [(bleu(*pair), ribes(*pair)) for pair in pairs]
     return scores
 
 
@@ -697,7 +714,7 @@ def write_figures(comparisons: list[Comparison], hyps_root: Path, corpora: Corpu
                                        "BLEU difference to the comparison system",
                                        figures / f"verdicts_order_{corpus}_{folder.name}.png",
                                        f"{corpus}, {folder.name}: gains by reordering difficulty (seed means)"))
-    tested = [(c.label, c.result(seed_bleu_metric(c.tokenized)), c.claim.get("paper_gain")) for c in comparisons
+    tested = [(c.label, c.result(scored_metric(BLEU, c.tokenized)), c.claim.get("paper_gain")) for c in comparisons
               if c.testable and not c.refusal]
     if tested:
         paths.append(gain_plot([(label, result.test.mean_gain, result.test.interval, paper_gain)

@@ -13,10 +13,11 @@
 
 from __future__ import annotations
 
+import functools
 import math
 from bisect import bisect_left
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -189,10 +190,17 @@ def ribes_tokens(texts: Sequence[str], tokenized: bool) -> list[str]:
     split by sacreBLEU's 13a tokenizer (punctuation apart), the tokenization of its BLEU."""
     if tokenized:
         return list(texts)
+    tokenize = _tokenizer_13a()
+    return [tokenize(text) for text in texts]
+
+
+@functools.cache
+def _tokenizer_13a() -> Callable[[str], str]:
+    """sacreBLEU's 13a tokenizer, one for the process: it keeps the tokens of the lines it has seen (by line, for
+    each instance), so the references of every score after the first cost a lookup."""
     from sacrebleu.tokenizers.tokenizer_13a import Tokenizer13a
 
-    tokenize = Tokenizer13a()
-    return [tokenize(text) for text in texts]
+    return Tokenizer13a()
 
 
 @dataclass
