@@ -23,6 +23,8 @@ from ordo.data.lattice.graph import FIELD_END, FIELD_START, Lattice, build_latti
 from ordo.data.prepare import PrepareConfig, prepare
 from ordo.data.synthetic import write_corpus
 from ordo.data.textio import read_lines
+from ordo.decoding.ensemble import Ensemble
+from ordo.decoding.search import beam_search
 from ordo.errors import ConfigError
 from ordo.export import check_exportable
 from ordo.methods.lattice_attn import RELATIONS, batch_relations
@@ -142,6 +144,23 @@ def test_gradients_reach_every_layers_relation_tables():
 def test_a_batch_without_spans_is_a_clear_error():
     with pytest.raises(ValueError, match="lattice_start and lattice_end.*lattice section"):
         tiny("model.methods.lattice_pe={}")(toy_batch(2, 5, 4, 1, 3, 0))
+
+
+def test_a_lattice_model_ensembled_with_itself_searches_as_the_model():
+    """Ensemble decoding of lattice runs (``ordo translate --model A --model B``): each member's encoder output of
+    the lattice batch (states and relation masks) follows the hypotheses as sentences leave the beam."""
+    model = tiny("model.methods.lattice_pe={}", "model.methods.lattice_attn={}").eval()
+    rng = random.Random(5)
+    lattices = [random_lattice(rng) for _ in range(5)]
+    batch = lattice_batch(lattices, ids=[[4 + (edge * 7 + row) % 36 for edge in range(len(lattice))]
+                                         for row, lattice in enumerate(lattices)])
+    search = {"beam_size": 4, "nbest": 4, "max_len_a": 0.5, "max_len_b": 2}
+    single = beam_search(model, batch, **search)
+    assert len({max(len(h.tokens) for h in hyps) for hyps in single}) > 1  # sentences end at different steps
+    together = beam_search(Ensemble([model, model]).eval(), batch, **search)
+    assert [[h.tokens for h in hyps] for hyps in together] == [[h.tokens for h in hyps] for hyps in single]
+    for got, wanted in zip(together, single):
+        assert [h.score for h in got] == pytest.approx([h.score for h in wanted], abs=1e-4)
 
 
 @pytest.fixture(scope="module")
