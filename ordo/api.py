@@ -31,10 +31,11 @@ from ordo.data.alignment.reorder_field import FIELD as REORDER_FIELD
 from ordo.data.corpus import LATTICE_DIR, META_NAME, DataMeta, TokenArray, load_vocabs
 from ordo.data.lattice.corpus import LatticeEncoder
 from ordo.data.shards import data_dirs, shard_metas, vocab_digest
-from ordo.data.source import LongLines, SourceEncoder, model_inputs
+from ordo.data.source import EncodedSource, LongLines, SourceEncoder, model_inputs, refuse_over_long
 from ordo.data.textio import atomic_write, copy_tree_atomically, read_yaml
 from ordo.data.vocab import TokenVocab, Vocab, load_vocab
 from ordo.decoding.ensemble import Ensemble
+from ordo.decoding.scoring import PairScore, score_rows
 from ordo.decoding.search import Hypothesis
 from ordo.decoding.translator import translate_rows
 from ordo.detail import Candidate, ForcedPass, TranslationDetail, describe, forced_passes
@@ -342,6 +343,38 @@ class LoadedRun:
         ``long_lines="truncate"`` is cut to that limit with a warning (:func:`ordo.data.source.model_inputs`)."""
         encoder = SourceEncoder(self.src_vocab, self.lattice)
         return model_inputs(encoder, sentences, source, self.cfg.model.max_positions - 1, long_lines, first_line)
+
+    def encode_targets(self, sentences: list[str], target: str = "target", first_line: int = 1) -> list[np.ndarray]:
+        """Target token rows (without EOS); a Transformer's sentence over ``model.max_positions - 1`` pieces is an
+        error naming ``target`` and its line (the rnn family has no position table)."""
+        target_ids = self.tgt_vocab.encode_batch(sentences)
+        if self.cfg.model.family == "transformer":
+            labels = [f"{target}:{line}" for line in range(first_line, first_line + len(sentences))]
+            refuse_over_long([EncodedSource(ids) for ids in target_ids], labels, self.cfg.model.max_positions - 1,
+                             "pieces")
+        return [np.asarray(ids, dtype=np.int64) for ids in target_ids]
+
+    def score(
+        self, sources: list[str], targets: list[str], progress: Callable[[int], object] | None = None,
+        files: tuple[str, str] = ("source", "target"), first_line: int = 1, **decode: Any
+    ) -> list[PairScore]:
+        """log P(target | source) of each pair under the model, natural log over the target's pieces and EOS
+        (:mod:`ordo.decoding.scoring`), with the number of tokens it sums over; ``decode`` overrides DecodeConfig
+        fields (``amp``, ``cpu_gemm``, ``max_tokens``). ``files`` name the two sides in errors, whose line
+        ``first_line`` the first pair is; ``progress`` is called with the number of pairs done after each batch.
+
+        Raises:
+            ConfigError: when the lists differ in length, or the run is an ensemble.
+            InputError: a side over the model's length (never cut: the score would be of another sentence).
+        """
+        if len(sources) != len(targets):
+            raise ConfigError(f"{files[0]} has {len(sources)} lines but {files[1]} has {len(targets)}")
+        if isinstance(self.model, Ensemble):
+            raise ConfigError("score runs one model's forced decoding: load a single run (load_run), not an ensemble")
+        cfg = replace_checked(self.cfg.decode, "decode", **decode)
+        src_rows, fields = self.encode_inputs(sources, files[0], "error", first_line)
+        tgt_rows = self.encode_targets(targets, files[1], first_line)
+        return score_rows(self.model, src_rows, tgt_rows, cfg, self.device, fields, progress)
 
     def translate_hypotheses(
         self, sentences: list[str], progress: bool | Callable[[int], object] = False, source: str = "input",

@@ -18,7 +18,6 @@ from ordo.api import LoadedRun
 from ordo.data.alignment.links import Link, split_words
 from ordo.data.alignment.reorder_field import pieces_per_word
 from ordo.data.batching import collate, epoch_batches
-from ordo.data.source import EncodedSource, refuse_over_long
 from ordo.decoding.attention import forced_attention, hard_links, pool_to_words
 from ordo.errors import ConfigError, InputError
 
@@ -46,11 +45,7 @@ def attention_matrices(run: LoadedRun, sources: list[str], targets: list[str], m
             a pair is longer than a Transformer's positions, naming its file and line.
     """
     src_rows = run.encode_inputs(sources, files[0], first_line=first_line)[0]
-    target_ids = run.tgt_vocab.encode_batch(targets)
-    if run.cfg.model.family == "transformer":  # the rnn family has no position table
-        labels = [f"{files[1]}:{line}" for line in range(first_line, first_line + len(targets))]
-        refuse_over_long([EncodedSource(ids) for ids in target_ids], labels, run.cfg.model.max_positions - 1, "pieces")
-    tgt_rows = [np.asarray(ids, dtype=np.int64) for ids in target_ids]
+    tgt_rows = run.encode_targets(targets, files[1], first_line)
     lengths = np.array([len(r) for r in src_rows]), np.array([len(r) for r in tgt_rows])
     found: dict[int, np.ndarray] = {}
     for indices in epoch_batches(*lengths, max_tokens, 0, 0, shuffle=False):

@@ -17,14 +17,15 @@ from ordo.cli.evaluation import run_analyze, run_evaluate
 from ordo.cli.parser import build_parser
 from ordo.cli.serving import run_serve
 from ordo.cli.training import run_average, run_demo, run_prepare, run_train, train_settings
-from ordo.cli.translation import run_export, run_translate
+from ordo.cli.translation import run_export, run_score, run_translate
 from ordo.errors import OrdoError, TrainingInterrupted
 from ordo.wait_policy import set_wait_policy
 
 __all__ = ["VERBS", "build_parser", "main", "run_verb", "set_verb_environment", "train_settings"]
 
 VERBS = {
-    "prepare": run_prepare, "train": run_train, "translate": run_translate, "average": run_average,
+    "prepare": run_prepare, "train": run_train, "translate": run_translate, "score": run_score,
+    "average": run_average,
     "evaluate": run_evaluate, "analyze": run_analyze, "align": run_align,
     "evaluate-alignment": run_evaluate_alignment, "reorder": run_reorder, "export": run_export,
     "demo": run_demo,

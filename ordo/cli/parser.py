@@ -94,17 +94,39 @@ def _add_translate(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--max-len-a", type=float)
     p.add_argument("--max-len-b", type=int)
     p.add_argument("--min-len", type=int, help="no end of sentence before this many output pieces")
-    p.add_argument("--batch-tokens", type=int, help="source tokens per batch")
     p.add_argument("--long-lines", choices=choices(DecodeConfig, "long_lines"),
                    help="a line over the model's length: truncate (default; a warning names the line) or error")
     p.add_argument("--buffer-lines", type=int, default=2000,
                    help="translate the input in chunks of N lines, each written as soon as it is done (default "
                         "2000; 1 when reading a terminal)")
+    _add_model_run_flags(p, "translate")
+
+
+def _add_score(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("score", help="log-probability of given translations under a run (forced decoding)")
+    p.add_argument("--model", required=True, metavar="RUN", help="run directory")
+    p.add_argument("--checkpoint", default="best", help="best | last | averaged | a path")
+    p.add_argument("--src", required=True, help="source sentences, one per line")
+    p.add_argument("--tgt", required=True, help="the translations to score, one per source line")
+    p.add_argument("--output", help="one score per line (default: standard output)")
+    p.add_argument("--normalize", action="store_true",
+                   help="the mean log-probability per target token (pieces and EOS) instead of the sum")
+    p.add_argument("--buffer-lines", type=int, default=2000,
+                   help="score the pairs in chunks of N, each written as soon as it is done (default 2000)")
+    _add_model_run_flags(p, "score")
+
+
+def _add_model_run_flags(p: argparse.ArgumentParser, verb: str) -> None:
+    """The flags of how a verb runs a trained model: batches, streaming, device and precision."""
+    from ordo.choices import choices
+    from ordo.config import DecodeConfig
+
+    p.add_argument("--batch-tokens", type=int, help="source tokens per batch")
     p.add_argument("--device", default="auto")
     p.add_argument("--int8", action="store_true",
                    help="dynamic int8 quantization of the projections (CPU only; faster, outputs may differ slightly)")
     p.add_argument("--amp", choices=choices(DecodeConfig, "amp"),
-                   help="translate under autocast (bf16 on a GPU: faster, outputs may differ slightly); default: the "
+                   help=f"{verb} under autocast (bf16 on a GPU: faster, outputs may differ slightly); default: the "
                         "run's decode.amp (off unless set)")
     p.add_argument("--cpu-gemm", choices=choices(DecodeConfig, "cpu_gemm"),
                    help="where float32 linear layers multiply on a CPU: oneDNN or torch's BLAS; default: the run's "
@@ -294,6 +316,6 @@ def build_parser() -> argparse.ArgumentParser:
     """The ``ordo`` argument parser with all its verbs."""
     parser = argparse.ArgumentParser(prog="ordo", description="NMT toolkit with a focus on word order")
     sub = parser.add_subparsers(dest="verb", required=True)
-    for add in (_add_prepare, _add_train, _add_translate, _add_average, _add_evaluate, _add_analyze, _add_alignment_verbs, _add_export, _add_demo, _add_serve):
+    for add in (_add_prepare, _add_train, _add_translate, _add_score, _add_average, _add_evaluate, _add_analyze, _add_alignment_verbs, _add_export, _add_demo, _add_serve):
         add(sub)
     return parser

@@ -1,5 +1,5 @@
-"""The verbs that use a trained model as it is: ``ordo translate`` (streamed in chunks of lines) and
-``export``."""
+"""The verbs that use a trained model as it is: ``ordo translate`` and ``score`` (streamed in chunks of lines),
+and ``export``."""
 
 from __future__ import annotations
 
@@ -9,9 +9,11 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from itertools import islice
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, TypeVar
 
 from ordo.errors import ConfigError
+
+T = TypeVar("T")
 
 
 def _decode_overrides(args: argparse.Namespace) -> dict[str, Any]:
@@ -76,10 +78,44 @@ def _count_lines(path: str | None) -> int | None:
     return sum(1 for _ in iter_lines(path))
 
 
-def _chunks(lines: Iterator[tuple[int, str]], size: int) -> Iterator[tuple[int, list[str]]]:
-    """``(first line number, texts)`` of consecutive groups of ``size`` numbered lines."""
+def _chunks(lines: Iterator[tuple[int, T]], size: int) -> Iterator[tuple[int, list[T]]]:
+    """``(first line number, items)`` of consecutive groups of ``size`` numbered lines."""
     while chunk := list(islice(lines, size)):
-        yield chunk[0][0], [text for _, text in chunk]
+        yield chunk[0][0], [item for _, item in chunk]
+
+
+def run_score(args: argparse.Namespace) -> None:
+    """``ordo score``: log P(target | source) of each ``--src`` / ``--tgt`` pair under one run
+    (:meth:`ordo.api.LoadedRun.score`), one line per pair (the sum over the target's pieces and EOS, natural log;
+    the mean per token with ``--normalize``), streamed in chunks of ``--buffer-lines`` pairs; ``--output`` is
+    replaced only when every pair is scored. The corpus's log-probability per token and perplexity go to
+    stderr."""
+    import math
+
+    from tqdm import tqdm
+
+    from ordo import api
+    from ordo.data.textio import iter_parallel_lines
+
+    if args.buffer_lines < 1:
+        raise ConfigError(f"--buffer-lines: {args.buffer_lines} is below its minimum 1")
+    run = api.load_run(args.model, args.checkpoint, args.device, int8=args.int8)
+    settings = {"amp": args.amp, "cpu_gemm": args.cpu_gemm, "max_tokens": args.batch_tokens}
+    overrides = {key: value for key, value in settings.items() if value is not None}
+    pairs = ((number, (source, target)) for number, source, target in iter_parallel_lines(args.src, args.tgt))
+    log_prob, tokens, count = 0.0, 0, 0
+    with _translation_output(args.output) as out, tqdm(total=_count_lines(args.src), unit="pair", leave=False) as bar:
+        for first_line, chunk in _chunks(pairs, args.buffer_lines):
+            scores = run.score([source for source, _ in chunk], [target for _, target in chunk], bar.update,
+                               (args.src, args.tgt), first_line, **overrides)
+            out.writelines(f"{score.per_token if args.normalize else score.log_prob:.4f}\n" for score in scores)
+            out.flush()
+            log_prob += sum(score.log_prob for score in scores)
+            tokens += sum(score.tokens for score in scores)
+            count += len(scores)
+    per_token = log_prob / tokens if tokens else 0.0
+    print(f"{count} pairs, {tokens} target tokens (pieces and EOS): log-probability {per_token:.4f} per token, "
+          f"perplexity {math.exp(-per_token):.2f}", file=sys.stderr)
 
 
 def run_export(args: argparse.Namespace) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import itertools
 import os
 import re
 import shutil
@@ -93,6 +94,22 @@ def read_parallel_lines(path_a: str | Path, path_b: str | Path) -> tuple[list[st
     if len(lines_a) != len(lines_b):
         raise InputError(f"{path_a} has {len(lines_a)} lines but {path_b} has {len(lines_b)}")
     return lines_a, lines_b
+
+
+def iter_parallel_lines(path_a: str | Path, path_b: str | Path) -> Iterator[tuple[int, str, str]]:
+    """Yield ``(line_number, text_a, text_b)`` for the lines of two files in step (as :func:`iter_lines`).
+
+    Raises:
+        InputError: when one file ends before the other, naming both and the line where it ended.
+    """
+    last = 0
+    for line_a, line_b in itertools.zip_longest(iter_lines(path_a), iter_lines(path_b)):
+        if line_a is None or line_b is None:
+            shorter, longer = (path_a, path_b) if line_a is None else (path_b, path_a)
+            raise InputError(f"{shorter} ends after line {last} but {longer} goes on: the files must be "
+                             "line-parallel")
+        last = line_a[0]
+        yield last, line_a[1], line_b[1]
 
 
 def _umask() -> int:

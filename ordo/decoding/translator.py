@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+import contextlib
+from collections.abc import Callable, Iterator, Mapping, Sequence
 
 import numpy as np
 import torch
@@ -29,6 +30,23 @@ def search_batch(model: Seq2SeqModel, batch: Batch, decode: DecodeConfig) -> lis
     )
 
 
+@contextlib.contextmanager
+def decoding(model: nn.Module, decode: DecodeConfig, device: torch.device | str) -> Iterator[None]:
+    """``model`` in eval mode under ``torch.inference_mode``, autocast to ``decode.amp``'s dtype on ``device`` (the
+    scores stay in float32), and ``decode.cpu_gemm``'s backend for float32 linear layers on a CPU (``auto`` timing
+    both per product shape, :mod:`ordo.gemm`).
+
+    Raises:
+        ConfigError: for autocast over an int8 model (it runs in float32).
+    """
+    model.eval()
+    dtype = amp_dtype(decode.amp, torch.device(device))
+    if dtype is not None and is_int8(model):
+        raise ConfigError(f"decode.amp {decode.amp}: an int8 model translates in float32 (drop --amp or --int8)")
+    with torch.inference_mode(), autocast(dtype, torch.device(device)), cpu_gemm(decode.cpu_gemm, timed=True):
+        yield
+
+
 def translate_rows(
     model: nn.Module,
     src_rows: Sequence[np.ndarray],
@@ -40,9 +58,7 @@ def translate_rows(
     """Hypotheses for each source row (token ids without EOS), in input order.
 
     Rows are sorted by length and cut into batches of ``decode.max_tokens`` source tokens so that little
-    padding is computed; the model is put in eval mode and run under ``torch.inference_mode`` (and under
-    autocast when ``decode.amp`` names a dtype: the search's scores stay in float32; float32 linear layers on
-    ``decode.cpu_gemm``'s backend, ``auto`` timing both per product shape, :mod:`ordo.gemm`). An empty row (a blank
+    padding is computed; the model runs under :func:`decoding`'s settings. An empty row (a blank
     line) gets one empty hypothesis of score 0 without running the model. ``progress`` is called with the
     number of rows done after each batch.
     """
@@ -53,11 +69,7 @@ def translate_rows(
         progress(len(src_rows) - len(filled))
     if not len(filled):
         return results
-    model.eval()
-    dtype = amp_dtype(decode.amp, torch.device(device))
-    if dtype is not None and is_int8(model):
-        raise ConfigError(f"decode.amp {decode.amp}: an int8 model translates in float32 (drop --amp or --int8)")
-    with torch.inference_mode(), autocast(dtype, torch.device(device)), cpu_gemm(decode.cpu_gemm, timed=True):
+    with decoding(model, decode, device):
         for positions in epoch_batches(lengths[filled], None, decode.max_tokens, seed=0, epoch=0, shuffle=False):
             indices = filled[positions]
             fields = {k: [rows[i] for i in indices] for k, rows in (field_rows or {}).items()}

@@ -1,0 +1,86 @@
+"""``ordo score``: log P(target | source) of given translations under a trained run, one line per pair, streamed
+in chunks; a word-order probe (the references against their words reversed); broken inputs stop naming the
+file and line."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ordo.cli import main
+from ordo.data.textio import read_lines
+from ordo.errors import ConfigError
+
+
+@pytest.fixture(scope="module")
+def test_pairs(small_data) -> tuple[Path, Path]:
+    """The source and reference files of ``small_data``'s test text (60 pairs)."""
+    text = small_data.parent / "text"
+    return text / "test.src", text / "test.tgt"
+
+
+def score(run: Path, src: Path, tgt: Path, out: Path, *flags: str) -> int:
+    """``ordo score`` of ``run``'s last checkpoint on the pair of files into ``out``."""
+    return main(["score", "--model", str(run), "--checkpoint", "last", "--src", str(src), "--tgt", str(tgt),
+                 "--output", str(out), "--device", "cpu", *flags])
+
+
+def test_scores_one_line_per_pair_as_the_api_does_in_any_chunking(trained_run, loaded_run, test_pairs, tmp_path,
+                                                                     capsys):
+    src, tgt = test_pairs
+    out = tmp_path / "scores.txt"
+    assert score(trained_run, src, tgt, out, "--buffer-lines", "7") == 0
+    written = [float(line) for line in read_lines(out)]
+    wanted = loaded_run.score(read_lines(src), read_lines(tgt))
+    assert written == pytest.approx([s.log_prob for s in wanted], abs=1e-3)
+    assert all(value < 0 for value in written)
+    summary = capsys.readouterr().err
+    assert f"60 pairs, {sum(s.tokens for s in wanted)} target tokens" in summary and "perplexity" in summary
+    assert score(trained_run, src, tgt, out, "--normalize") == 0
+    assert [float(line) for line in read_lines(out)] == pytest.approx([s.per_token for s in wanted], abs=1e-3)
+
+
+def test_a_trained_model_prefers_the_references_word_order(trained_run, test_pairs, tmp_path):
+    """The word-order probe: every reference scores higher than its own words in reverse order, on average by a
+    wide margin, even after 200 updates."""
+    src, tgt = test_pairs
+    reversed_tgt = tmp_path / "reversed.tgt"
+    reversed_tgt.write_text("".join(" ".join(line.split()[::-1]) + "\n" for line in read_lines(tgt)), encoding="utf-8")
+    assert score(trained_run, src, tgt, tmp_path / "ref.txt") == 0
+    assert score(trained_run, src, reversed_tgt, tmp_path / "rev.txt") == 0
+    ref, rev = ([float(line) for line in read_lines(tmp_path / name)] for name in ("ref.txt", "rev.txt"))
+    assert sum(r > v for r, v in zip(ref, rev)) >= 0.9 * len(ref)
+    assert sum(ref) / len(ref) > sum(rev) / len(rev) + 5
+
+
+def test_files_of_different_lengths_stop_naming_both(trained_run, test_pairs, tmp_path, capsys):
+    src, tgt = test_pairs
+    short = tmp_path / "short.tgt"
+    short.write_text("".join(line + "\n" for line in read_lines(tgt)[:59]), encoding="utf-8")
+    out = tmp_path / "scores.txt"
+    assert score(trained_run, src, short, out) == 2
+    err = capsys.readouterr().err
+    assert f"{short} ends after line 59 but {src} goes on" in err
+    assert not out.exists()  # nothing half-written
+
+
+def test_invalid_utf8_and_over_long_lines_name_their_file_and_line(trained_run, test_pairs, tmp_path, capsys):
+    src, tgt = test_pairs
+    broken = tmp_path / "broken.tgt"
+    lines = [line.encode() for line in read_lines(tgt)]
+    lines[4] = b"\xff\xfe" + lines[4]
+    broken.write_bytes(b"".join(line + b"\n" for line in lines))
+    assert score(trained_run, src, broken, tmp_path / "out.txt") == 2
+    assert f"{broken}:5" in capsys.readouterr().err
+    long_tgt = tmp_path / "long.tgt"
+    texts = read_lines(tgt)
+    texts[2] = " ".join([texts[2]] * 200)
+    long_tgt.write_text("".join(line + "\n" for line in texts), encoding="utf-8")
+    assert score(trained_run, src, long_tgt, tmp_path / "out.txt") == 2
+    assert f"{long_tgt}:3: " in capsys.readouterr().err
+
+
+def test_the_api_refuses_lists_of_different_lengths(loaded_run):
+    with pytest.raises(ConfigError, match="source has 2 lines but target has 1"):
+        loaded_run.score(["a", "b"], ["c"])
