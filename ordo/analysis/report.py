@@ -6,6 +6,7 @@ import statistics
 from collections.abc import Sequence
 from pathlib import Path
 
+from ordo.analysis.contrastive import KINDS, PROBE_HEADERS, probe, probe_rows, word_order_variants
 from ordo.analysis.groups import group_by_length, quantile_bounds, score_groups, source_lengths
 from ordo.analysis.plots import histogram, line_plot
 from ordo.analysis.systems import bleu_metric, compare_systems, robustness_curve, system_headers
@@ -50,6 +51,22 @@ def robustness_report(
     line_plot(labels, curves, "swapped source words", "BLEU", out / "robustness.png", "Swapped-word robustness")
     rows: list[list[Cell]] = [[name, *curve] for name, curve in curves.items()]
     return write_tables(out / "robustness", ["system", *labels], rows)
+
+
+def contrastive_report(
+    runs: Sequence[tuple[str, Path]], sources: list[str], refs: list[str], out: Path, seed: int = 1,
+    checkpoint: str = "best", device: str = "auto", files: tuple[str, str] = ("source", "reference"),
+) -> str:
+    """``out/contrastive.{md,tsv}``: how often each run scores every reference above the same words swapped, moved
+    or reversed (:mod:`ordo.analysis.contrastive`), and each kind's variants in ``out/contrastive_KIND.txt``
+    (a line per test pair, empty where the kind leaves the pair out)."""
+    variants = {kind: word_order_variants(refs, kind, seed) for kind in KINDS}
+    for kind, texts in variants.items():
+        with atomic_write(out / f"contrastive_{kind}.txt") as handle:
+            handle.writelines((text or "") + "\n" for text in texts)
+    results = [result for name, run_dir in runs
+               for result in probe(load_run(run_dir, checkpoint, device), name, sources, refs, variants, files)]
+    return write_tables(out / "contrastive", PROBE_HEADERS, probe_rows(results))
 
 
 def length_report(

@@ -164,8 +164,8 @@ def _checked_runs(items: list[str], checkpoint: str) -> list[tuple[str, Path]]:
 
 
 def run_analyze(args: argparse.Namespace) -> None:
-    """``ordo analyze systems|robustness|length|order|attention|seeds|sim``: tables (.md, .tsv) and plots under
-    --out."""
+    """``ordo analyze systems|robustness|length|order|attention|seeds|sim|contrastive``: tables (.md, .tsv) and
+    plots under --out."""
     from ordo.analysis import report
     from ordo.analysis.plots import pyplot
     from ordo.api import setup_logging
@@ -212,6 +212,10 @@ def run_analyze(args: argparse.Namespace) -> None:
                                    args.unit))
         return
     runs = _checked_runs(args.run, args.checkpoint)
+    if args.analysis == "contrastive":
+        print(report.contrastive_report(runs, sources, refs, out, args.seed, args.checkpoint, args.device,
+                                        (args.src, args.ref)))
+        return
     if args.analysis == "attention":
         for path in report.attention_plots(runs, sources, refs, args.line, out, args.checkpoint, args.device,
                                            (args.src, args.ref)):

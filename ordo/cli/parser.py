@@ -172,7 +172,8 @@ def _add_analyze(sub: argparse._SubParsersAction) -> None:
     from ordo.analysis.groups import LENGTH_UNITS
 
     p = sub.add_parser("analyze", help="does a method help over seeds; the papers' analyses: system tables, "
-                                       "robustness, BLEU by length and by word-order difficulty, attention, Sim")
+                                       "robustness, BLEU by length and by word-order difficulty, attention, Sim; "
+                                       "contrastive word-order probes")
     kinds = p.add_subparsers(dest="analysis", required=True)
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--src", "--test-src", dest="src", required=True,
@@ -193,6 +194,14 @@ def _add_analyze(sub: argparse._SubParsersAction) -> None:
                               help="BLEU against the share of swapped source words (paper 001, 6.5)")
     robust.add_argument("--step", type=_percent_step, default=10, help="percent between swap levels (1..100)")
     robust.add_argument("--seed", type=int, default=1)
+    contrastive = kinds.add_parser("contrastive", parents=[common],
+                                   help="how often each run scores the references above the same words swapped, "
+                                        "moved or reversed (forced decoding: a word-order probe)")
+    contrastive.add_argument("--run", action="append", required=True, metavar="NAME=RUN_DIR",
+                             help="a system (repeat; the first is the one the others are tested against)")
+    contrastive.add_argument("--checkpoint", default="best")
+    contrastive.add_argument("--device", default="auto")
+    contrastive.add_argument("--seed", type=int, default=1, help="seed of the variants")
     length = kinds.add_parser("length", parents=[common], help="BLEU by source-length group (paper 004, 5.4)")
     length.add_argument("--hyp", action="append", required=True, metavar="NAME=FILE", help="a system's output")
     length.add_argument("--groups", type=_positive_int, default=6, help="groups of about equal size")

@@ -84,3 +84,21 @@ def test_invalid_utf8_and_over_long_lines_name_their_file_and_line(trained_run, 
 def test_the_api_refuses_lists_of_different_lengths(loaded_run):
     with pytest.raises(ConfigError, match="source has 2 lines but target has 1"):
         loaded_run.score(["a", "b"], ["c"])
+
+
+def test_analyze_contrastive_ranks_the_references_word_order_first(trained_run, test_pairs, tmp_path):
+    """``ordo analyze contrastive``: a row per system and variant kind, the trained run preferring nearly every
+    reference to its reversed words; the same run twice is no different from itself (McNemar p 1)."""
+    src, tgt = test_pairs
+    out = tmp_path / "probe"
+    runs = ["--run", f"first={trained_run}", "--run", f"again={trained_run}"]
+    assert main(["analyze", "contrastive", "--src", str(src), "--ref", str(tgt), "--out", str(out), *runs,
+                 "--checkpoint", "last", "--device", "cpu"]) == 0
+    rows = [line.split("\t") for line in (out / "contrastive.tsv").read_text(encoding="utf-8").splitlines()[1:]]
+    assert [(row[0], row[1]) for row in rows] == [(name, kind) for name in ("first", "again")
+                                                  for kind in ("swap", "move", "reverse")]
+    by_kind = {row[1]: row for row in rows if row[0] == "first"}
+    assert float(by_kind["reverse"][3]) >= 90 and int(by_kind["reverse"][2]) == 60
+    assert all(row[6] == "1" for row in rows if row[0] == "again")
+    reversed_lines = read_lines(out / "contrastive_reverse.txt")
+    assert len(reversed_lines) == 60 and reversed_lines[0].split() == read_lines(tgt)[0].split()[::-1]
