@@ -18,7 +18,7 @@ import pytest
 import torch
 import torch._dynamo  # loaded here once, not in each forked process (the optimizer needs it)
 
-from ordo import api
+from ordo import api, run_dir
 from ordo.checkpoint import BEST_NAME, load_checkpoint, save_checkpoint, step_checkpoints
 from ordo.cli import main
 from ordo.config import load_config
@@ -255,7 +255,7 @@ def test_a_disk_that_refuses_the_run_files_is_an_error_naming_the_run(small_data
     def full(*args, **kwargs):
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
-    monkeypatch.setattr(api, "save_config", full)
+    monkeypatch.setattr(run_dir, "save_config", full)
     run = tmp_path / "run"
     assert main(train_args(small_data, run, "train.max_steps=2")) == 2
     assert f"ordo train: error: {run}: cannot write the run's files (No space left on device)" in capsys.readouterr().err
