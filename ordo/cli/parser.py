@@ -121,7 +121,7 @@ def _add_model_run_flags(p: argparse.ArgumentParser, verb: str) -> None:
     from ordo.choices import choices
     from ordo.config import DecodeConfig
 
-    p.add_argument("--batch-tokens", type=int, help="source tokens per batch")
+    p.add_argument("--batch-tokens", type=int, help="tokens per batch (of the source; when scoring, of the longer side)")
     p.add_argument("--device", default="auto")
     p.add_argument("--int8", action="store_true",
                    help="dynamic int8 quantization of the projections (CPU only; faster, outputs may differ slightly)")

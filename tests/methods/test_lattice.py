@@ -16,7 +16,7 @@ from model_helpers import tiny, toy_batch
 
 from ordo import api
 from ordo.cli import main
-from ordo.config import load_config
+from ordo.config import DecodeConfig, load_config
 from ordo.data.batching import collate
 from ordo.data.corpus import ParallelData
 from ordo.data.lattice.graph import FIELD_END, FIELD_START, Lattice, build_lattice
@@ -24,7 +24,9 @@ from ordo.data.prepare import PrepareConfig, prepare
 from ordo.data.synthetic import write_corpus
 from ordo.data.textio import read_lines
 from ordo.decoding.ensemble import Ensemble
+from ordo.decoding.scoring import score_rows
 from ordo.decoding.search import beam_search
+from ordo.decoding.translator import translate_rows
 from ordo.errors import ConfigError
 from ordo.export import check_exportable
 from ordo.methods.lattice_attn import RELATIONS, batch_relations
@@ -161,6 +163,24 @@ def test_a_lattice_model_ensembled_with_itself_searches_as_the_model():
     assert [[h.tokens for h in hyps] for hyps in together] == [[h.tokens for h in hyps] for hyps in single]
     for got, wanted in zip(together, single):
         assert [h.score for h in got] == pytest.approx([h.score for h in wanted], abs=1e-4)
+
+
+def test_a_lattice_models_own_hypotheses_score_their_search_log_probability():
+    """Forced decoding over lattice rows and their span fields (``ordo score`` of a lattice run) gives each
+    hypothesis the log_prob beam search gave it."""
+    model = tiny("model.methods.lattice_pe={}", "model.methods.lattice_attn={}").eval()
+    lattices = [random_lattice(random.Random(seed)) for seed in range(4)]
+    src_rows = [np.asarray([4 + (edge * 5 + row) % 36 for edge in range(len(lattice))], dtype=np.int64)
+                for row, lattice in enumerate(lattices)]
+    fields = {FIELD_START: [np.asarray(lattice.starts) for lattice in lattices],
+              FIELD_END: [np.asarray(lattice.ends) for lattice in lattices]}
+    decode = DecodeConfig(beam_size=3, nbest=3, max_len_a=0.5, max_len_b=3)
+    hyps = translate_rows(model, src_rows, decode, field_rows=fields)
+    index = [row for row, found in enumerate(hyps) for _ in found]
+    scores = score_rows(model, [src_rows[i] for i in index], [np.asarray(h.tokens, dtype=np.int64)
+                                                               for found in hyps for h in found],
+                        decode, field_rows={name: [rows[i] for i in index] for name, rows in fields.items()})
+    assert [s.log_prob for s in scores] == pytest.approx([h.log_prob for found in hyps for h in found], abs=1e-4)
 
 
 @pytest.fixture(scope="module")
