@@ -7,7 +7,7 @@ import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -29,6 +29,7 @@ from ordo.decoding.translator import translate_rows
 from ordo.detail import Candidate, ForcedPass, TranslationDetail, describe, forced_passes
 from ordo.device import resolve_device
 from ordo.errors import CheckpointError, ConfigError
+from ordo.models.outputs import Seq2SeqModel
 from ordo.run_dir import build_for_data, resolve_checkpoint, run_data_meta
 
 
@@ -58,32 +59,31 @@ class LoadedRun:
         return model_inputs(encoder, sentences, source, self.cfg.model.max_positions - 1, long_lines, first_line)
 
     def encode_targets(self, sentences: list[str], target: str = "target", first_line: int = 1) -> list[np.ndarray]:
-        """Target token rows (without EOS); a Transformer's sentence over ``model.max_positions - 1`` pieces is an
-        error naming ``target`` and its line (the rnn family has no position table)."""
+        """Target token rows (without EOS); a sentence over the most pieces the model's decoder can read
+        (``Seq2SeqModel.max_output_tokens``: a Transformer's ``model.max_positions - 1``, the smallest of an
+        ensemble's members'; the rnn family has no limit) is an error naming ``target`` and its line."""
         target_ids = self.tgt_vocab.encode_batch(sentences)
-        if self.cfg.model.family == "transformer":
+        limit = cast(Seq2SeqModel, self.model).max_output_tokens
+        if limit is not None:
             labels = [f"{target}:{line}" for line in range(first_line, first_line + len(sentences))]
-            refuse_over_long([EncodedSource(ids) for ids in target_ids], labels, self.cfg.model.max_positions - 1,
-                             "pieces")
+            refuse_over_long([EncodedSource(ids) for ids in target_ids], labels, limit, "pieces")
         return [np.asarray(ids, dtype=np.int64) for ids in target_ids]
 
     def score(
         self, sources: list[str], targets: list[str], progress: Callable[[int], object] | None = None,
         files: tuple[str, str] = ("source", "target"), first_line: int = 1, **decode: Any
     ) -> list[PairScore]:
-        """log P(target | source) of each pair under the model, natural log over the target's pieces and EOS
-        (:mod:`ordo.decoding.scoring`), with the number of tokens it sums over; ``decode`` overrides DecodeConfig
+        """log P(target | source) of each pair under the model (an ensemble's: its members' mean probability per
+        token), natural log over the target's pieces and EOS (:mod:`ordo.decoding.scoring`), with the number of tokens it sums over; ``decode`` overrides DecodeConfig
         fields (``amp``, ``cpu_gemm``, ``max_tokens``). ``files`` name the two sides in errors, whose line
         ``first_line`` the first pair is; ``progress`` is called with the number of pairs done after each batch.
 
         Raises:
-            ConfigError: when the lists differ in length, or the run is an ensemble.
+            ConfigError: when the lists differ in length.
             InputError: a side over the model's length (never cut: the score would be of another sentence).
         """
         if len(sources) != len(targets):
             raise ConfigError(f"{files[0]} has {len(sources)} lines but {files[1]} has {len(targets)}")
-        if isinstance(self.model, Ensemble):
-            raise ConfigError("score runs one model's forced decoding: load a single run (load_run), not an ensemble")
         cfg = replace_checked(self.cfg.decode, "decode", **decode)
         src_rows, fields = self.encode_inputs(sources, files[0], "error", first_line)
         tgt_rows = self.encode_targets(targets, files[1], first_line)

@@ -104,7 +104,9 @@ def _add_translate(sub: argparse._SubParsersAction) -> None:
 
 def _add_score(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("score", help="log-probability of given translations under a run (forced decoding)")
-    p.add_argument("--model", required=True, metavar="RUN", help="run directory")
+    p.add_argument("--model", action="append", required=True, metavar="RUN",
+                   help="run directory; repeat it to score under the ensemble of the runs (the mean of their "
+                        "probabilities per token, as `translate` searches it)")
     p.add_argument("--checkpoint", default="best", help="best | last | averaged | a path")
     p.add_argument("--src", required=True, help="source sentences, one per line")
     p.add_argument("--tgt", required=True, help="the translations to score, one per source line")

@@ -85,8 +85,8 @@ def _chunks(lines: Iterator[tuple[int, T]], size: int) -> Iterator[tuple[int, li
 
 
 def run_score(args: argparse.Namespace) -> None:
-    """``ordo score``: log P(target | source) of each ``--src`` / ``--tgt`` pair under one run
-    (:meth:`ordo.api.LoadedRun.score`), one line per pair (the sum over the target's pieces and EOS, natural log;
+    """``ordo score``: log P(target | source) of each ``--src`` / ``--tgt`` pair under one run, or the ensemble
+    of several ``--model`` runs (:meth:`ordo.api.LoadedRun.score`), one line per pair (the sum over the target's pieces and EOS, natural log;
     the mean per token with ``--normalize``), streamed in chunks of ``--buffer-lines`` pairs; ``--output`` is
     replaced only when every pair is scored. The corpus's log-probability per token and perplexity go to
     stderr."""
@@ -99,7 +99,7 @@ def run_score(args: argparse.Namespace) -> None:
 
     if args.buffer_lines < 1:
         raise ConfigError(f"--buffer-lines: {args.buffer_lines} is below its minimum 1")
-    run = api.load_run(args.model, args.checkpoint, args.device, int8=args.int8)
+    run = api.load_ensemble(args.model, args.checkpoint, args.device, int8=args.int8)
     settings = {"amp": args.amp, "cpu_gemm": args.cpu_gemm, "max_tokens": args.batch_tokens}
     overrides = {key: value for key, value in settings.items() if value is not None}
     pairs = ((number, (source, target)) for number, source, target in iter_parallel_lines(args.src, args.tgt))

@@ -5,7 +5,8 @@ At every step the next-token distribution is the mean of the members' probabilit
 ``log_softmax`` to what :meth:`Ensemble.decode_step` returns, which leaves these normalised log-probabilities as
 they are, so :mod:`ordo.decoding.search` runs an ensemble unchanged.
 
-An ensemble has no teacher-forced pass: it serves search alone (no ``forward``, no attention to read).
+An ensemble has no teacher-forced pass of its own (no ``forward``, no attention to read): search steps it, and
+:mod:`ordo.decoding.scoring` runs each member's pass and takes the same mean per token.
 """
 
 from __future__ import annotations

@@ -41,6 +41,16 @@ def test_scores_one_line_per_pair_as_the_api_does_in_any_chunking(trained_run, l
     assert [float(line) for line in read_lines(out)] == pytest.approx([s.per_token for s in wanted], abs=1e-3)
 
 
+def test_a_run_ensembled_with_itself_scores_as_the_run(trained_run, test_pairs, tmp_path):
+    """Two ``--model`` flags score under the ensemble (the mean probability per token): of one run twice, the
+    run's own scores."""
+    src, tgt = test_pairs
+    assert score(trained_run, src, tgt, tmp_path / "one.txt") == 0
+    assert score(trained_run, src, tgt, tmp_path / "two.txt", "--model", str(trained_run)) == 0
+    one, two = ([float(line) for line in read_lines(tmp_path / name)] for name in ("one.txt", "two.txt"))
+    assert len(two) == 60 and two == pytest.approx(one, abs=1e-3)
+
+
 def test_a_trained_model_prefers_the_references_word_order(trained_run, test_pairs, tmp_path):
     """The word-order probe: every reference scores higher than its own words in reverse order, on average by a
     wide margin, even after 200 updates."""

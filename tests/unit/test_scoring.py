@@ -1,5 +1,6 @@
-"""Forced-decoding scores (ordo.decoding.scoring): a hand-computed case, a model's own hypotheses scored as the
-search scored them, and batching that leaves the scores alone (small random-weight models)."""
+"""Forced-decoding scores (ordo.decoding.scoring): a hand-computed case, a model's (and an ensemble's) own
+hypotheses scored as the search scored them, and batching that leaves the scores alone (small random-weight
+models)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from ordo.build import build_model
 from ordo.config import DecodeConfig, load_config
 from ordo.data.batch import EOS_ID, PAD_ID
 from ordo.data.batching import collate
+from ordo.decoding.ensemble import Ensemble
 from ordo.decoding.scoring import score_rows, target_log_probs
 from ordo.decoding.translator import translate_rows
 from ordo.models.outputs import Seq2SeqOutput
@@ -60,13 +62,23 @@ def favour_eos(model: nn.Module, shift: float) -> None:
     project.register_forward_hook(lambda _module, _args, logits: logits + eos_shift.to(logits.dtype))
 
 
-@pytest.mark.parametrize(("preset", "shift"), [("tiny", 2.0), ("rnn-tiny", 0.1)])
-def test_a_models_own_hypotheses_score_their_search_log_probability(preset, shift):
+def eos_favouring_model(presets: tuple[str, ...], shifts: tuple[float, ...]) -> nn.Module:
+    """A random model of each preset (seed 3) whose EOS logit is raised by its shift (:func:`favour_eos`); two or
+    more are searched as one (:class:`Ensemble`)."""
+    members = [random_model(preset, seed=3) for preset in presets]
+    for member, shift in zip(members, shifts):
+        favour_eos(member, shift)
+    return members[0] if len(members) == 1 else Ensemble(members).eval()
+
+
+@pytest.mark.parametrize(("presets", "shifts"), [
+    (("tiny",), (2.0,)), (("rnn-tiny",), (0.1,)), (("tiny", "rnn-tiny"), (0.5, 0.1)),
+])
+def test_a_models_own_hypotheses_score_their_search_log_probability(presets, shifts):
     """Beam search's log_prob of a hypothesis (its pieces and EOS, the EOS forced at the length limit too) is what
     forced decoding of those pieces gives, for every n-best entry: the teacher-forced pass and the cached steps
-    of the search agree."""
-    model = random_model(preset, seed=3)
-    favour_eos(model, shift)
+    of the search agree. For an ensemble: the mean of its members' probabilities per token, in both."""
+    model = eos_favouring_model(presets, shifts)
     src_rows = random_rows([6, 2, 9, 4], seed=1)
     decode = DecodeConfig(beam_size=4, nbest=4, max_len_a=2.0, max_len_b=6)
     hyps = translate_rows(model, src_rows, decode)
@@ -89,3 +101,18 @@ def test_batching_leaves_each_pairs_score_alone():
     assert [s.log_prob for s in together] == pytest.approx([s.log_prob for s in alone], abs=1e-4)
     assert together[3].tokens == 1 and together[3].log_prob < 0  # an empty target is EOS alone
     assert all(s.per_token == pytest.approx(s.log_prob / s.tokens) for s in together)
+
+
+def test_an_ensemble_scores_the_log_of_its_members_mean_probability():
+    """Per token log((p_1 + p_2) / 2), which is at least (log p_1 + log p_2) / 2 (the arithmetic mean is at least
+    the geometric one) and equals log p when both members are one model."""
+    first, second = random_model("tiny", seed=6), random_model("tiny", seed=7)
+    src_rows, tgt_rows = random_rows([5, 8, 3], seed=4), random_rows([4, 1, 7], seed=5)
+    decode = DecodeConfig()
+    one, two = score_rows(first, src_rows, tgt_rows, decode), score_rows(second, src_rows, tgt_rows, decode)
+    both = score_rows(Ensemble([first, second]).eval(), src_rows, tgt_rows, decode)
+    for a, b, mean in zip(one, two, both):
+        assert mean.log_prob >= (a.log_prob + b.log_prob) / 2 - 1e-4 and mean.tokens == a.tokens
+        assert mean.log_prob != pytest.approx(a.log_prob, abs=1e-3)
+    single = score_rows(Ensemble([first, first]).eval(), src_rows, tgt_rows, decode)
+    assert [s.log_prob for s in single] == pytest.approx([s.log_prob for s in one], abs=1e-4)
