@@ -6,12 +6,24 @@ import statistics
 from collections.abc import Sequence
 from pathlib import Path
 
-from ordo.analysis.contrastive import KINDS, PROBE_HEADERS, probe, probe_rows, word_order_variants
+from ordo.analysis.contrastive import (
+    KINDS,
+    PROBE_HEADERS,
+    SEED_HEADERS,
+    SOURCE_ORDER,
+    ProbeResult,
+    probe,
+    probe_rows,
+    seed_rows,
+    source_order_variants,
+    word_order_variants,
+)
 from ordo.analysis.groups import group_by_length, quantile_bounds, score_groups, source_lengths
 from ordo.analysis.plots import histogram, line_plot
 from ordo.analysis.systems import bleu_metric, compare_systems, robustness_curve, system_headers
 from ordo.analysis.tables import Cell, markdown_table, write_tables
 from ordo.api import load_run
+from ordo.data.alignment.links import Link
 from ordo.data.textio import atomic_write
 from ordo.evaluation.bleu import corpus_scores
 from ordo.evaluation.order import (
@@ -56,17 +68,31 @@ def robustness_report(
 def contrastive_report(
     runs: Sequence[tuple[str, Path]], sources: list[str], refs: list[str], out: Path, seed: int = 1,
     checkpoint: str = "best", device: str = "auto", files: tuple[str, str] = ("source", "reference"),
+    links: Sequence[Sequence[Link]] | None = None,
 ) -> str:
     """``out/contrastive.{md,tsv}``: how often each run scores every reference above the same words swapped, moved
-    or reversed (:mod:`ordo.analysis.contrastive`), and each kind's variants in ``out/contrastive_KIND.txt``
-    (a line per test pair, empty where the kind leaves the pair out)."""
+    or reversed, and with ``links`` (the test pairs' word alignment) in the source's word order
+    (:mod:`ordo.analysis.contrastive`), and each kind's variants in ``out/contrastive_KIND.txt`` (a line per test
+    pair, empty where the kind leaves the pair out). Runs given under one name are seeds of one system, shown as
+    ``NAME:1``, ``NAME:2``, ...; then ``out/contrastive_seeds.{md,tsv}`` compares the systems over their seeds
+    (:func:`ordo.analysis.contrastive.seed_rows`)."""
     variants = {kind: word_order_variants(refs, kind, seed) for kind in KINDS}
+    if links is not None:
+        variants[SOURCE_ORDER] = source_order_variants(refs, links)
     for kind, texts in variants.items():
         with atomic_write(out / f"contrastive_{kind}.txt") as handle:
             handle.writelines((text or "") + "\n" for text in texts)
-    results = [result for name, run_dir in runs
-               for result in probe(load_run(run_dir, checkpoint, device), name, sources, refs, variants, files)]
-    return write_tables(out / "contrastive", PROBE_HEADERS, probe_rows(results))
+    names = [name for name, _ in runs]
+    systems: dict[str, list[ProbeResult]] = {}
+    for number, (name, run_dir) in enumerate(runs):
+        label = name if names.count(name) == 1 else f"{name}:{names[:number + 1].count(name)}"
+        found = probe(load_run(run_dir, checkpoint, device), label, sources, refs, variants, files)
+        systems.setdefault(name, []).extend(found)
+    text = write_tables(out / "contrastive", PROBE_HEADERS,
+                        probe_rows([result for results in systems.values() for result in results]))
+    if len(systems) < len(runs):
+        text += "\n" + write_tables(out / "contrastive_seeds", SEED_HEADERS, seed_rows(systems))
+    return text
 
 
 def length_report(

@@ -82,15 +82,16 @@ def _add_ribes(report: dict[str, Any], args: argparse.Namespace, systems: dict[s
             sentence_scores["hyp"], sentence_scores["compare"], args.bootstrap_samples)
 
 
-def _named(items: list[str], flag: str) -> list[tuple[str, Path]]:
+def _named(items: list[str], flag: str, seeds: bool = False) -> list[tuple[str, Path]]:
     """``NAME=PATH`` arguments as (name, path) pairs; a name given twice is an error (its tables, plots and
-    outputs would hold one system under that name)."""
+    outputs would hold one system under that name), unless ``seeds``: then runs under one name are that system's
+    seeds."""
     pairs: list[tuple[str, Path]] = []
     for item in items:
         name, sep, path = item.partition("=")
         if not sep or not name or not path:
             raise OrdoError(f"{flag} {item}: expected NAME=PATH")
-        if name in dict(pairs):
+        if name in dict(pairs) and not seeds:
             raise OrdoError(f"{flag} {item}: the name {name!r} is given twice")
         pairs.append((name, Path(path)))
     return pairs
@@ -139,9 +140,10 @@ def _seed_run_environments(args: argparse.Namespace) -> str:
                            args.allow_mixed)
 
 
-def _checked_runs(items: list[str], checkpoint: str) -> list[tuple[str, Path]]:
+def _checked_runs(items: list[str], checkpoint: str, seeds: bool = False) -> list[tuple[str, Path]]:
     """``--run NAME=RUN_DIR`` arguments as (name, run directory) pairs, each a run directory with the
-    ``checkpoint`` asked for, so that a later run without it is named before the first one translates.
+    ``checkpoint`` asked for, so that a later run without it is named before the first one translates; with
+    ``seeds``, runs under one name are that system's seeds (:func:`_named`).
 
     Raises:
         CheckpointError: naming the ``--run`` that has no config.yaml or no such checkpoint.
@@ -149,7 +151,7 @@ def _checked_runs(items: list[str], checkpoint: str) -> list[tuple[str, Path]]:
     from ordo.api import resolve_checkpoint
     from ordo.errors import CheckpointError
 
-    runs = _named(items, "--run")
+    runs = _named(items, "--run", seeds)
     for name, run_dir in runs:
         where = f"--run {name}={run_dir}"
         if not (run_dir / "config.yaml").is_file():
@@ -211,10 +213,11 @@ def run_analyze(args: argparse.Namespace) -> None:
         print(report.length_report(systems, sources, refs, out, args.tokenized_bleu, args.groups, args.bounds,
                                    args.unit))
         return
-    runs = _checked_runs(args.run, args.checkpoint)
+    runs = _checked_runs(args.run, args.checkpoint, seeds=args.analysis == "contrastive")
     if args.analysis == "contrastive":
+        links = _read_test_links(Path(args.align), sources, refs, args.ref) if args.align else None
         print(report.contrastive_report(runs, sources, refs, out, args.seed, args.checkpoint, args.device,
-                                        (args.src, args.ref)))
+                                        (args.src, args.ref), links))
         return
     if args.analysis == "attention":
         for path in report.attention_plots(runs, sources, refs, args.line, out, args.checkpoint, args.device,

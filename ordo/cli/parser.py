@@ -198,12 +198,17 @@ def _add_analyze(sub: argparse._SubParsersAction) -> None:
     robust.add_argument("--seed", type=int, default=1)
     contrastive = kinds.add_parser("contrastive", parents=[common],
                                    help="how often each run scores the references above the same words swapped, "
-                                        "moved or reversed (forced decoding: a word-order probe)")
+                                        "moved, reversed or (with --align) in the source's order (forced "
+                                        "decoding: a word-order probe)")
     contrastive.add_argument("--run", action="append", required=True, metavar="NAME=RUN_DIR",
-                             help="a system (repeat; the first is the one the others are tested against)")
+                             help="a system (repeat; the first is the one the others are tested against); runs "
+                                  "under one NAME are its seeds, compared over seeds in contrastive_seeds")
     contrastive.add_argument("--checkpoint", default="best")
     contrastive.add_argument("--device", default="auto")
     contrastive.add_argument("--seed", type=int, default=1, help="seed of the variants")
+    contrastive.add_argument("--align", help="Pharaoh links of --src/--ref (as for `analyze order`): adds the "
+                                             "source-order variant, each reordered reference in its source's word "
+                                             "order")
     length = kinds.add_parser("length", parents=[common], help="BLEU by source-length group (paper 004, 5.4)")
     length.add_argument("--hyp", action="append", required=True, metavar="NAME=FILE", help="a system's output")
     length.add_argument("--groups", type=_positive_int, default=6, help="groups of about equal size")

@@ -112,3 +112,38 @@ def test_analyze_contrastive_ranks_the_references_word_order_first(trained_run, 
     assert all(row[6] == "1" for row in rows if row[0] == "again")
     reversed_lines = read_lines(out / "contrastive_reverse.txt")
     assert len(reversed_lines) == 60 and reversed_lines[0].split() == read_lines(tgt)[0].split()[::-1]
+
+
+def test_analyze_contrastive_with_an_alignment_adds_the_source_order_variant(trained_run, test_pairs, tmp_path,
+                                                                               capsys):
+    """Links that cross each reference's first and last words with the source's ends make the source-order
+    variant exchange those two words: one for every pair whose ends differ; a links file of another length stops
+    naming it. Two runs under one name are its seeds: contrastive_seeds compares the systems over them."""
+    src, tgt = test_pairs
+    sources, refs = read_lines(src), read_lines(tgt)
+    align = tmp_path / "test.align"
+    align.write_text("".join(f"0-{len(ref.split()) - 1} {len(source.split()) - 1}-0\n"
+                             for source, ref in zip(sources, refs)), encoding="utf-8")
+    out = tmp_path / "probe"
+    args = ["analyze", "contrastive", "--src", str(src), "--ref", str(tgt), "--out", str(out),
+            "--run", f"base={trained_run}", "--run", f"base={trained_run}", "--run", f"same={trained_run}",
+            "--checkpoint", "last", "--device", "cpu"]
+    assert main([*args, "--align", str(align)]) == 0
+    variants = read_lines(out / "contrastive_source-order.txt")
+    changed = [i for i, ref in enumerate(refs) if len(ref.split()) > 1 and ref.split()[0] != ref.split()[-1]]
+    assert [i for i, text in enumerate(variants) if text] == changed
+    first = refs[changed[0]].split()
+    assert variants[changed[0]].split() == [first[-1], *first[1:-1], first[0]]
+    rows = [line.split("\t") for line in (out / "contrastive.tsv").read_text(encoding="utf-8").splitlines()[1:]]
+    kinds = ["swap", "move", "reverse", "source-order"]
+    assert [(row[0], row[1]) for row in rows] == [(name, kind) for name in ("base:1", "base:2", "same")
+                                                  for kind in kinds]
+    assert int(rows[3][2]) == len(changed)
+    seeds = [line.split("\t") for line in (out / "contrastive_seeds.tsv").read_text(encoding="utf-8").splitlines()[1:]]
+    assert [(row[0], row[1], row[2]) for row in seeds] == [(name, kind, runs) for name, runs in (("base", "2"),
+                                                                                                 ("same", "1"))
+                                                           for kind in kinds]
+    assert all(row[4] == "+0.00 [+0.00, +0.00]" and row[5] == "1" for row in seeds[4:])  # one model thrice
+    align.write_text("0-0\n", encoding="utf-8")
+    assert main([*args, "--align", str(align)]) == 2
+    assert f"{align}: 1 lines of links for 60 test pairs" in capsys.readouterr().err
