@@ -176,6 +176,21 @@ PROBE_HEADERS = ["system", "variant", "pairs", "reference preferred (%)", "95% i
                  "p vs first system (McNemar)"]
 
 
+def margin_lines(results: Sequence[ProbeResult]) -> list[str]:
+    """Tab-separated lines of every pair's margin (log P(reference) - log P(variant), nats) under every run: a
+    header (``line``, ``variant``, the runs' names), then per kind each pair it made, by 1-based test line; a
+    negative margin is a pair the run ranks wrong."""
+    kinds = list(dict.fromkeys(result.kind for result in results))
+    runs = list(dict.fromkeys(result.name for result in results))
+    margins = {(result.name, result.kind): result.margins for result in results}
+    lines = ["\t".join(["line", "variant", *runs])]
+    for kind in kinds:
+        pairs = sorted(margins[runs[0], kind])
+        lines += ["\t".join([str(pair + 1), kind, *(f"{margins[run, kind][pair]:.4f}" for run in runs)])
+                  for pair in pairs]
+    return [line + "\n" for line in lines]
+
+
 def _seed_comparison(base: Sequence[float], system: Sequence[float]) -> tuple[str | None, str | None]:
     """The system's mean minus the baseline's with its 95% interval, and the t-test's p (:class:`SeedTest`);
     None for both where the runs cannot measure a spread (one run a side)."""

@@ -12,6 +12,7 @@ from ordo.analysis.contrastive import (
     SEED_HEADERS,
     SOURCE_ORDER,
     ProbeResult,
+    margin_lines,
     probe,
     probe_rows,
     seed_rows,
@@ -73,7 +74,8 @@ def contrastive_report(
     """``out/contrastive.{md,tsv}``: how often each run scores every reference above the same words swapped, moved
     or reversed, and with ``links`` (the test pairs' word alignment) in the source's word order
     (:mod:`ordo.analysis.contrastive`), and each kind's variants in ``out/contrastive_KIND.txt`` (a line per test
-    pair, empty where the kind leaves the pair out). Runs given under one name are seeds of one system, shown as
+    pair, empty where the kind leaves the pair out), every pair's margin under every run in
+    ``out/contrastive_margins.tsv`` (:func:`ordo.analysis.contrastive.margin_lines`). Runs given under one name are seeds of one system, shown as
     ``NAME:1``, ``NAME:2``, ...; then ``out/contrastive_seeds.{md,tsv}`` compares the systems over their seeds
     (:func:`ordo.analysis.contrastive.seed_rows`)."""
     variants = {kind: word_order_variants(refs, kind, seed) for kind in KINDS}
@@ -88,8 +90,10 @@ def contrastive_report(
         label = name if names.count(name) == 1 else f"{name}:{names[:number + 1].count(name)}"
         found = probe(load_run(run_dir, checkpoint, device), label, sources, refs, variants, files)
         systems.setdefault(name, []).extend(found)
-    text = write_tables(out / "contrastive", PROBE_HEADERS,
-                        probe_rows([result for results in systems.values() for result in results]))
+    results = [result for system_results in systems.values() for result in system_results]
+    with atomic_write(out / "contrastive_margins.tsv") as handle:
+        handle.writelines(margin_lines(results))
+    text = write_tables(out / "contrastive", PROBE_HEADERS, probe_rows(results))
     if len(systems) < len(runs):
         text += "\n" + write_tables(out / "contrastive_seeds", SEED_HEADERS, seed_rows(systems))
     return text

@@ -110,6 +110,12 @@ def test_analyze_contrastive_ranks_the_references_word_order_first(trained_run, 
     by_kind = {row[1]: row for row in rows if row[0] == "first"}
     assert float(by_kind["reverse"][3]) >= 90 and int(by_kind["reverse"][2]) == 60
     assert all(row[6] == "1" for row in rows if row[0] == "again")
+    margins = [line.split("\t") for line in read_lines(out / "contrastive_margins.tsv")]
+    assert margins[0] == ["line", "variant", "first", "again"]
+    reversed_margins = [float(row[2]) for row in margins[1:] if row[1] == "reverse"]
+    assert len(reversed_margins) == 60
+    assert 100 * sum(m > 0 for m in reversed_margins) / 60 == pytest.approx(float(by_kind["reverse"][3]))
+    assert all(row[2] == row[3] for row in margins[1:])  # the same run twice
     reversed_lines = read_lines(out / "contrastive_reverse.txt")
     assert len(reversed_lines) == 60 and reversed_lines[0].split() == read_lines(tgt)[0].split()[::-1]
 

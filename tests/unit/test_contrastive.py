@@ -13,6 +13,7 @@ import pytest
 from ordo.analysis.contrastive import (
     MOVE_DISTANCE,
     ProbeResult,
+    margin_lines,
     move_far,
     probe_rows,
     reverse_words,
@@ -132,3 +133,14 @@ def test_seed_rows_compare_systems_over_their_runs_by_a_t_test():
 def test_one_run_a_side_gives_no_seed_test():
     rows = seed_rows({"base": [ranked("base", 2)], "new": [ranked("new", 3)]})
     assert rows[1][3:6] == ["75.00", None, None]
+
+
+def test_margin_lines_give_every_pair_under_every_run_by_test_line():
+    first = [ProbeResult("a", "swap", {0: True, 2: False}, {0: 1.5, 2: -0.25}),
+             ProbeResult("a", "source-order", {1: True}, {1: 3.0})]
+    second = [ProbeResult("b", "swap", {0: True, 2: True}, {0: 2.0, 2: 0.125}),
+              ProbeResult("b", "source-order", {1: False}, {1: -1.0})]
+    assert margin_lines([*first, *second]) == [
+        "line\tvariant\ta\tb\n", "1\tswap\t1.5000\t2.0000\n", "3\tswap\t-0.2500\t0.1250\n",
+        "2\tsource-order\t3.0000\t-1.0000\n",
+    ]
