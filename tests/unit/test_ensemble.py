@@ -3,6 +3,7 @@ hypotheses (small random-weight Transformer and RNN models)."""
 
 from __future__ import annotations
 
+import contextlib
 import math
 
 import pytest
@@ -13,6 +14,7 @@ from ordo.build import build_model
 from ordo.config import load_config
 from ordo.data.batch import BOS_ID, EOS_ID, PAD_ID, Batch
 from ordo.decoding.ensemble import Ensemble
+from ordo.decoding.quantize import quantize_int8
 from ordo.decoding.search import Hypothesis, beam_search, greedy_search
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tests/unit/conftest.py
@@ -66,6 +68,25 @@ def test_a_model_ensembled_with_itself_searches_as_the_model(preset):
     assert len({max(len(h.tokens) for h in hs) for hs in single}) > 1  # sentences leave the beam at different steps
     assert_same(beam_search(ensemble, batch, beam_size=5, nbest=5, **SEARCH), single)
     assert_same(greedy_search(ensemble, batch, **SEARCH), greedy_search(model, batch, **SEARCH))
+
+
+@pytest.mark.parametrize("precision", ["int8", "bf16"])
+def test_members_in_int8_or_under_bf16_autocast_search_as_one_such_model(precision):
+    """``--int8`` quantizes each member on its own and ``--amp bf16`` runs every member under autocast: an
+    ensemble of two int8 copies of a model, or of the model twice under bf16, finds what that one model finds."""
+    model = random_model("tiny", seed=2)
+    batch = make_batch([6, 3, 8, 4], seed=2)
+    if precision == "int8":
+        single = quantize_int8(model)
+        ensemble = Ensemble([quantize_int8(model), quantize_int8(model)]).eval()
+        context = contextlib.nullcontext()
+    else:
+        single, ensemble = model, Ensemble([model, model]).eval()
+        context = torch.autocast("cpu", dtype=torch.bfloat16)
+    with context:
+        wanted = beam_search(single, batch, beam_size=5, nbest=5, **SEARCH)
+        assert_same(beam_search(ensemble, batch, beam_size=5, nbest=5, **SEARCH), wanted)
+    assert wanted != beam_search(model, batch, beam_size=5, nbest=5, **SEARCH)  # the precision changed something
 
 
 def test_a_step_is_the_log_of_the_members_mean_probability():
