@@ -13,7 +13,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from ordo.data.textio import read_parallel_lines
+from ordo.data.textio import iter_parallel_lines
 from ordo.errors import InputError
 
 
@@ -24,9 +24,8 @@ def is_metadata(line: str) -> bool:
 
 def transcript_pairs(zh_path: Path, en_path: Path) -> list[tuple[str, str]]:
     """The (zh, en) transcript pairs of two line-parallel train.tags files, stripped of surrounding spaces."""
-    zh_lines, en_lines = read_parallel_lines(zh_path, en_path)
     pairs = []
-    for number, (zh, en) in enumerate(zip(zh_lines, en_lines), start=1):
+    for number, zh, en in iter_parallel_lines(zh_path, en_path):
         if is_metadata(zh) != is_metadata(en):
             raise InputError(f"{zh_path}:{number} and {en_path}:{number}: one is a metadata line, the other not")
         if not is_metadata(zh):

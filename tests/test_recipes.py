@@ -245,6 +245,9 @@ def test_the_iwslt17_split_is_talk_disjoint_and_takes_the_training_talks_without
         "<url>http://www.ted.com/talks/x</url>\nHello .\n<title>T en</title>\n World . \n", encoding="utf-8")
     failed = run_zhen_split(tmp_path, talks)
     assert failed.returncode == 1 and "train.tags.zh-en.zh:2" in failed.stderr and "metadata" in failed.stderr
+    (talks / "train.tags.zh-en.en").write_text("<url>http://www.ted.com/talks/x</url>\n", encoding="utf-8")
+    failed = run_zhen_split(tmp_path, talks)  # the English side ends three lines early
+    assert failed.returncode == 1 and "train.tags.zh-en.en ends after line 1 but" in failed.stderr
 
 
 def test_compare_refuses_the_systems_that_read_other_sources_and_runs_the_others(monkeypatch):

@@ -88,14 +88,6 @@ def read_lines(path: str | Path) -> list[str]:
     return [text for _, text in iter_lines(path)]
 
 
-def read_parallel_lines(path_a: str | Path, path_b: str | Path) -> tuple[list[str], list[str]]:
-    """Both files' lines, checking that they have the same number of lines."""
-    lines_a, lines_b = read_lines(path_a), read_lines(path_b)
-    if len(lines_a) != len(lines_b):
-        raise InputError(f"{path_a} has {len(lines_a)} lines but {path_b} has {len(lines_b)}")
-    return lines_a, lines_b
-
-
 def iter_parallel_lines(path_a: str | Path, path_b: str | Path) -> Iterator[tuple[int, str, str]]:
     """Yield ``(line_number, text_a, text_b)`` for the lines of two files in step (as :func:`iter_lines`).
 
