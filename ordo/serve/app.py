@@ -1,7 +1,8 @@
 """The FastAPI application of ``ordo serve``: the JSON API, its limits and status codes, and the web page.
 
 Endpoints: ``POST /v1/translate``, ``GET /v1/models``, ``GET /healthz``, the page at ``/`` (files under
-``static/``) and FastAPI's own OpenAPI page at ``/docs``. Models are loaded once, by the CLI, from the run
+``static/``) and the API's description at ``/docs`` (:mod:`ordo.serve.api_page`, written from the OpenAPI schema:
+no CDN). Models are loaded once, by the CLI, from the run
 directories its operator names; a request only picks one of them by name, so nothing a client sends reaches a
 file path, a shell or ``torch.load``.
 
@@ -26,7 +27,7 @@ from typing import Any, NamedTuple
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import FileResponse, JSONResponse
+from fastapi.responses import FileResponse, HTMLResponse, JSONResponse
 from fastapi.staticfiles import StaticFiles
 
 from ordo.api import LoadedRun
@@ -35,6 +36,7 @@ from ordo.data.source import SourceEncoder
 from ordo.detail import TranslationDetail, text_ribes
 from ordo.errors import OrdoError
 from ordo.evaluation.order import ribes_tokens
+from ordo.serve.api_page import api_page
 from ordo.serve.batching import MicroBatcher, QueueFullError
 from ordo.serve.body import BodyLimit
 from ordo.serve.schemas import Health, ModelInfo, TranslateRequest, TranslateResponse, sentence_result
@@ -191,7 +193,7 @@ def create_app(runs: dict[str, LoadedRun], limits: ServeLimits | None = None) ->
         yield
         batcher.stop()
 
-    app = FastAPI(title="ordo serve", version="1", lifespan=lifespan,
+    app = FastAPI(title="ordo serve", version="1", lifespan=lifespan, docs_url=None, redoc_url=None,
                   description="Translation with the word-order data of ordo runs: attention, links, Kendall's tau.")
 
     @app.exception_handler(Refusal)
@@ -251,6 +253,10 @@ def create_app(runs: dict[str, LoadedRun], limits: ServeLimits | None = None) ->
     @app.get("/", include_in_schema=False)
     async def page() -> FileResponse:
         return FileResponse(STATIC_DIR / "index.html")
+
+    @app.get("/docs", include_in_schema=False)
+    async def docs() -> HTMLResponse:
+        return HTMLResponse(api_page(app.openapi()))
 
     app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
     app.add_middleware(BodyLimit, max_body_bytes=limits.max_body_bytes)

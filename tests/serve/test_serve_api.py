@@ -48,7 +48,13 @@ def test_models_health_docs_and_page(client, run):
     assert client.get("/healthz").json() == {"status": "ok", "models": ["tiny"], "queued_sentences": 0}
     paths = client.get("/openapi.json").json()["paths"]
     assert {"/v1/translate", "/v1/models", "/healthz"} <= set(paths)
-    assert client.get("/docs").status_code == 200
+    docs = client.get("/docs")
+    assert docs.status_code == 200 and "text/html" in docs.headers["content-type"]
+    assert "<code>POST /v1/translate</code>" in docs.text and "<code>GET /healthz</code>" in docs.text
+    assert "<code>beam_size</code>" in docs.text and "1: greedy; default: the run&#x27;s" in docs.text
+    assert "<h4>SentenceResult</h4>" in docs.text  # a body nested in the answer
+    assert "<script" not in docs.text and "://" not in docs.text  # nothing from another host
+    assert client.get("/redoc").status_code == 404
     page = client.get("/")
     assert page.status_code == 200 and "text/html" in page.headers["content-type"]
 
