@@ -7,10 +7,17 @@ type, whether required, default, description), nested bodies listed after it.
 
 from __future__ import annotations
 
+import re
 from html import escape
 from typing import Any
 
 Schema = dict[str, Any]
+_LITERAL = re.compile(r"``(.+?)``")
+
+
+def _prose(text: object) -> str:
+    """A docstring's text as HTML: escaped, its ``literals`` (reStructuredText) as code."""
+    return _LITERAL.sub(r"<code>\1</code>", escape(str(text)))
 
 
 def _referenced(schema: Schema) -> str | None:
@@ -47,7 +54,7 @@ def _fields_table(name: str, components: dict[str, Schema]) -> str:
         f"<td>{escape(str(spec.get('description', '')))}</td></tr>"
         for field, spec in schema.get("properties", {}).items()
     )
-    return (f"<h4>{escape(name)}</h4><p>{escape(str(schema.get('description', '')))}</p>"
+    return (f"<h4>{escape(name)}</h4><p>{_prose(schema.get('description', ''))}</p>"
             "<table><tr><th>field</th><th>type</th><th>required</th><th>default</th><th>description</th></tr>"
             f"{rows}</table>")
 
@@ -84,10 +91,10 @@ def api_page(openapi: Schema) -> str:
                              for name in _with_nested(_body_names(operation), components))
             text = operation.get("description") or operation.get("summary", "")
             sections.append(f"<h2><code>{escape(method.upper())} {escape(path)}</code></h2>"
-                            f"<p>{escape(text)}</p>{tables}")
+                            f"<p>{_prose(text)}</p>{tables}")
     title = escape(str(info.get("title", "API")))
     return ("<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">"
             f"<title>{title}: API</title><link rel=\"stylesheet\" href=\"/static/style.css\"></head><body>"
-            f"<h1>{title}</h1><p>{escape(str(info.get('description', '')))}</p>"
+            f"<main class=\"api\"><h1>{title}</h1><p>{escape(str(info.get('description', '')))}</p>"
             "<p>The same as JSON: <a href=\"/openapi.json\">/openapi.json</a>.</p>"
-            f"{''.join(sections)}</body></html>")
+            f"{''.join(sections)}</main></body></html>")

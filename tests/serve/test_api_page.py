@@ -10,7 +10,7 @@ SCHEMA = {
     "info": {"title": "demo <api>", "description": "d"},
     "paths": {
         "/v1/do": {"post": {
-            "description": "Do it & say so.",
+            "description": "Do ``it`` & say so.",
             "requestBody": {"content": {"application/json": {"schema": {"$ref": "#/components/schemas/Ask"}}}},
             "responses": {"200": {"content": {"application/json": {"schema": {"$ref": "#/components/schemas/Answer"}}}}},
         }},
@@ -34,7 +34,7 @@ SCHEMA = {
 def test_the_page_lists_each_endpoint_with_its_fields():
     page = api_page(SCHEMA)
     assert "<title>demo &lt;api&gt;: API</title>" in page
-    assert "<code>POST /v1/do</code>" in page and "Do it &amp; say so." in page
+    assert "<code>POST /v1/do</code>" in page and "Do <code>it</code> &amp; say so." in page
     assert "<code>GET /ping</code></h2><p>Ping</p>" in page
     assert ("<tr><td><code>text</code></td><td>list of string</td><td>yes</td><td></td><td>lines</td></tr>"
             in page)
