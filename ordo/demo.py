@@ -15,7 +15,7 @@ from ordo.config import build_config
 from ordo.data.prepare import PrepareConfig, prepare
 from ordo.data.synthetic import write_corpus
 from ordo.data.textio import atomic_write, read_lines
-from ordo.evaluation.bleu import corpus_scores
+from ordo.evaluation.bleu import sacrebleu_bleu
 
 logger = logging.getLogger("ordo.demo")
 
@@ -63,7 +63,7 @@ def run_demo(out: Path, minutes: float = 0.0, seed: int = 1, train_size: int = 2
     hypotheses = run.translate(sources)
     with atomic_write(out / "test.hyp") as handle:
         handle.writelines(h + "\n" for h in hypotheses)
-    bleu = float(corpus_scores(hypotheses, references)["bleu"])
+    bleu = sacrebleu_bleu(hypotheses, references, warn_tokenized=False)  # the pair's text is tokenized
     for src, ref, hyp in list(zip(sources, references, hypotheses))[:4]:
         print(f"\n  source:    {src}\n  reference: {ref}\n  ordo:      {hyp}")
     print(f"\ntest BLEU {bleu:.2f} on {len(sources)} held-out sentences "

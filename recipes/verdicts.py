@@ -17,8 +17,8 @@ holds a ``RETIRED`` file (why, and the set that goes on instead) gets no verdict
 :func:`write_tables` scores them: BLEU of every seed and the test over seeds of :mod:`ordo.evaluation.seeds` (the
 mean gain, its 95% interval and p, the minimum detectable gain, the seeds per side that detect the claim's
 ``paper_gain``, sacreBLEU's paired bootstrap p over the pooled seeds beside it, and the verdict word), written
-to bench/results/verdicts.md, with a summary (both gains, the verdict) in bench/results/verdicts_summary.md and
-in place in bench/RESULTS.md; the same test on RIBES
+to bench/results/verdicts.md, with a summary (both gains, the verdict) in bench/results/verdicts_summary.md, its
+rows that have a verdict in place in bench/RESULTS.md; the same test on RIBES
 (bench/results/verdicts_ribes.md); a table of every finished run (bench/results/verdicts_runs.md); and, where a
 corpus has ``bench/results/hyps/CORPUS/test.align`` (the prepared test split's eflomal links), BLEU and RIBES per third of
 the test pairs by alignment τ (:func:`ordo.evaluation.order.difficulty_buckets`), averaged over seeds, with the
@@ -736,11 +736,14 @@ def write_tables(claims: list[dict], hyps_root: Path, corpora: CorpusFolders, ou
                  ) -> None:
     """The verdicts table of every claim in each of its sets, its summary (the comparisons with runs on both
     sides), the table of every finished run, the verdicts on RIBES and the table by reordering difficulty, printed,
-    written to ``out`` and beside it (``_summary``, ``_runs``, ``_ribes``, ``_order``), the summary also put in place in
-    ``results`` (None: nowhere else); the figures of :func:`write_figures` in ``figures/`` beside ``out``."""
+    written to ``out`` and beside it (``_summary``, ``_runs``, ``_ribes``, ``_order``), the summary's rows that have
+    a verdict (neither pending nor refused) also put in place in ``results`` (None: nowhere else); the figures of
+    :func:`write_figures` in ``figures/`` beside ``out``."""
     comparisons = comparisons_of(claims, hyps_root, corpora)
     summary_path = out.with_name(f"{out.stem}_summary.md")
-    summary = [summary_row(comparison) for comparison in comparisons if comparison.base and comparison.system]
+    run_on_both = [comparison for comparison in comparisons if comparison.base and comparison.system]
+    summary = [summary_row(comparison) for comparison in run_on_both]
+    decided = [row for comparison, row in zip(run_on_both, summary) if comparison.ready and not comparison.refusal]
     tables = {summary_path: markdown_table(SUMMARY_HEADER, summary),
               out: markdown_table(HEADER, [claim_row(comparison) for comparison in comparisons])}
     names = dict.fromkeys(claim["corpus"] for claim in claims)
@@ -759,7 +762,8 @@ def write_tables(claims: list[dict], hyps_root: Path, corpora: CorpusFolders, ou
         with atomic_write(path) as handle:
             handle.write(table)
         if results is not None and path == summary_path:
-            document = replace_table(results.read_text(encoding="utf-8"), table, results)
+            document = replace_table(results.read_text(encoding="utf-8"), markdown_table(SUMMARY_HEADER, decided),
+                                     results)
             with atomic_write(results) as handle:
                 handle.write(document)
         print(table)

@@ -112,7 +112,7 @@ def test_the_runs_table_lists_every_seed_against_the_same_seed_of_its_comparison
     assert rows[0][5] == "-" and rows[2][5] == "-" and rows[2][7:] == ["-", "-", "-", "-"]
 
 
-def test_only_the_summary_goes_into_the_results_document_and_every_table_beside_the_verdicts(tmp_path):
+def test_only_the_summary_s_verdicts_go_into_the_results_document_and_every_table_beside_them(tmp_path):
     refs = ROTATIONS * 2
     write_refs(tmp_path / "data", refs)
     hyps = tmp_path / "hyps" / "multi30k" / SET
@@ -123,7 +123,9 @@ def test_only_the_summary_goes_into_the_results_document_and_every_table_beside_
                "paper_gain": 0.75},
               {"paper": "q", "claim": "not run", "corpus": "small_parallel_enja", "baseline": "baseline",
                "system": "refsr"},
-              {"paper": "r", "claim": "baseline only", "corpus": "multi30k", "baseline": "baseline", "system": "refsr"}]
+              {"paper": "r", "claim": "baseline only", "corpus": "multi30k", "baseline": "baseline", "system": "refsr"},
+              {"paper": "s", "claim": "due at three seeds", "corpus": "multi30k", "baseline": "baseline",
+               "system": "exgre", "seeds": 3}]
     header = {name: markdown_table(columns, []).splitlines()[0] for name, columns in
               (("summary", verdicts.SUMMARY_HEADER), ("verdicts", verdicts.HEADER),
                ("ribes", verdicts.RIBES_HEADER), ("runs", verdicts.RUNS_HEADER))}
@@ -141,6 +143,10 @@ def test_only_the_summary_goes_into_the_results_document_and_every_table_beside_
     assert cells[6] != cells[7] and cells[8] in ("gain", "loss", "paper's gain ruled out", "inconclusive")
     for paper in ("q", "r"):  # no runs, or runs on one side only: in the full table, not the summary
         assert f"| {paper} |" not in document and f"| {paper} |" in (out.parent / "verdicts.md").read_text(), paper
+        assert f"| {paper} |" not in (out.parent / "verdicts_summary.md").read_text(), paper
+    pending = next(line for line in (out.parent / "verdicts_summary.md").read_text().splitlines()
+                   if line.startswith("| s |"))  # runs on both sides, no verdict yet: in the summary file alone
+    assert pending.rstrip(" |").endswith("pending (2 baseline, 2 system seeds of 3)") and "| s |" not in document
     for name in ("verdicts", "ribes", "runs"):  # the full tables stay beside the verdicts
         assert header[name] not in document
     for name, path in (("summary", "verdicts_summary.md"), ("verdicts", "verdicts.md"), ("ribes", "verdicts_ribes.md"),

@@ -104,9 +104,16 @@ def corpus_scores(
     return scores
 
 
-def sacrebleu_bleu(hyps: Sequence[str], refs: Sequence[str]) -> float:
-    """sacreBLEU's corpus BLEU with its default settings (detokenized text)."""
-    return float(corpus_scores(hyps, refs)["bleu"])
+def sacrebleu_bleu(hyps: Sequence[str], refs: References, warn_tokenized: bool = True) -> float:
+    """sacreBLEU's corpus BLEU with its default settings (detokenized text); ``warn_tokenized=False`` silences its
+    warning about tokenized input, for a score on whatever text a corpus holds (training's dev BLEU, which would
+    repeat the warning at every validation of a tokenized corpus).
+
+    Raises:
+        InputError: when the lists differ in length or are empty.
+    """
+    check_corpus(hyps, refs)
+    return float(BLEU(force=not warn_tokenized).corpus_score(list(hyps), reference_streams(refs)).score)
 
 
 def _ngram_counts(tokens: Sequence[str], order: int) -> Counter[tuple[str, ...]]:

@@ -23,7 +23,7 @@ from ordo.data.corpus import DataMeta, ParallelData
 from ordo.data.textio import read_lines
 from ordo.data.vocab import Vocab
 from ordo.decoding.translator import translate_rows
-from ordo.evaluation.bleu import corpus_scores
+from ordo.evaluation.bleu import sacrebleu_bleu
 from ordo.losses import output_nll
 from ordo.training.distributed import DistributedContext
 from ordo.training.progress import Progress
@@ -92,7 +92,8 @@ class Validator:
         return self.dist.all_reduce_sum(nll) / max(self.dist.all_reduce_sum(tokens), 1)
 
     def valid_bleu(self) -> float:
-        """sacreBLEU of greedy (or ``valid_beam``) translations of the dev set against its raw references; each
+        """sacreBLEU of greedy (or ``valid_beam``) translations of the dev set against its raw references (its
+        warning about tokenized text off: the corpus is what it is, and it would repeat at every validation); each
         process translates every N-th sentence and the translations are gathered in the dev set's order."""
         assert self.valid_data is not None
         count = len(self.valid_data)
@@ -106,7 +107,7 @@ class Validator:
             hyps = translate_rows(self.model, rows, decode, self.dist.device, fields)
         shares = self.dist.all_gather_object([self.tgt_vocab.decode(h[0].tokens) for h in hyps])
         texts = [shares[i % self.dist.world_size][i // self.dist.world_size] for i in range(count)]
-        return float(corpus_scores(texts, self.valid_refs[:count])["bleu"])
+        return sacrebleu_bleu(texts, self.valid_refs[:count], warn_tokenized=False)
 
     def validate(self, step: int) -> ValidResult | None:
         """Dev loss and BLEU, the processes sharing the work (alike on every process), logged as those of update

@@ -16,6 +16,7 @@ from ordo.evaluation.bleu import (
     corpus_scores,
     multi_bleu,
     read_systems,
+    sacrebleu_bleu,
     score_files,
     sentence_stats,
 )
@@ -111,6 +112,20 @@ def test_multi_bleu_case_sensitive_unless_lowercase() -> None:
     hyps, refs = ["The Cat sat on the mat"], ["the cat sat on the mat"]
     assert multi_bleu(hyps, refs) < 100.0
     assert multi_bleu(hyps, refs, lowercase=True) == pytest.approx(100.0)
+
+
+def test_the_dev_bleu_of_tokenized_text_scores_as_sacrebleu_without_its_warning(caplog) -> None:
+    hyps = [f"{line[:-1]} ." for line in _sentences(120, seed=3)]  # 120 lines ending in a tokenized period
+    refs = [f"{line[:-1]} ." for line in _sentences(120, seed=4)]
+    with caplog.at_level("WARNING", logger="sacrebleu"):
+        warned = sacrebleu_bleu(hyps, refs)
+    assert "forgot to detokenize" in caplog.text  # sacreBLEU's own warning, by default
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="sacrebleu"):
+        quiet = sacrebleu_bleu(hyps, refs, warn_tokenized=False)
+    assert caplog.text == "" and quiet == warned == pytest.approx(BLEU().corpus_score(hyps, [refs]).score)
+    with pytest.raises(InputError):
+        sacrebleu_bleu(hyps, refs[:-1], warn_tokenized=False)
 
 
 def test_multi_bleu_equals_sacrebleu_without_tokenization() -> None:
