@@ -567,12 +567,35 @@ def run_system(runs: SuiteRuns, label: str) -> bool:
         fields = fields_read(RECIPES / runs.suite, [*runs.extra_overrides, *plan.overrides])
         settings = {**plan.settings, "data": data.name, "data_hash": data_hash(data),
                     "data_hashes": data_hashes(data, fields), "corpus_dir": stored_path(corpus)}
+        clash = preparation_clash(corpus_records / plan.set, settings)
+        if clash:
+            print(f"== {label}: not run: {clash}", flush=True)
+            return False
         steps = runs.trial.steps if runs.trial else plan.budget.steps
         train(RECIPES / runs.suite, label, plan.overrides, data, plan.run_dir, steps, runs.threads,
               [*plan.budget.schedule_overrides, *runs.extra_overrides], plan.budget.average_last)
         sources = read_lines(data_dir / f"{spec['splits']['test']}.{spec['src']}.gz")
         record(plan.run_dir, settings, sources, hyps_path, settings_path)
     return True
+
+
+def preparation_clash(folder: Path, settings: dict) -> str:
+    """Why a run with ``settings`` (its ``data`` folder's name and ``data_hashes``) may not join the set ``folder``:
+    what it reads hashes to a value that no recorded run on a data folder of that name, reading the same, has
+    (``tables`` would refuse their comparisons); "" when nothing does. A new machine prepares the data again, and
+    eflomal draws other alignments than the ones the set's ExGRE or ReFSR runs learnt from, where the tokens come
+    out byte for byte the same: the set's baseline can go on there, its alignment-reading systems cannot."""
+    runs = [run for run in map(read_yaml, sorted(folder.glob("*.seed*.yaml"))) if str(run.get("data")) == settings["data"]]
+    found = []
+    for key, value in settings["data_hashes"].items():
+        recorded = {str(run["data_hashes"][key]) for run in runs if key in (run.get("data_hashes") or {})}
+        if recorded and value not in recorded:
+            found.append(f"{key} of {settings['data']} hashes to {value[:12]} here, to "
+                         f"{', '.join(sorted(known[:12] for known in recorded))} in its recorded runs")
+    if not found:
+        return ""
+    return (f"{'; '.join(found)} (eflomal draws its alignments anew at every preparation): recorded in {folder}, "
+            "it would make the set's comparisons refuse; run it where the set's preparation is, or retire the set")
 
 
 def prepare_suite(runs: SuiteRuns) -> list[Path]:

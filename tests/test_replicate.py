@@ -406,6 +406,46 @@ def test_a_run_another_process_holds_is_left_alone_and_a_recorded_one_not_traine
     assert calls[-1] == ("record", "oracle_baseline")  # its settings name the system as its files do
 
 
+def test_a_run_whose_preparation_drew_other_alignments_than_its_set_is_not_trained(tmp_path, monkeypatch, capsys):
+    corpus = tmp_path / "data"
+    corpus.mkdir()
+    for name in ("train", "valid", "test2016"):
+        for lang in ("en", "de"):
+            with gzip.open(corpus / f"{name}.{lang}.gz", "wt", encoding="utf-8") as handle:
+                handle.write("a\n")
+    monkeypatch.setattr(replicate, "HYPS", tmp_path / "hyps")
+    monkeypatch.setattr(replicate, "commit_id", lambda: "0123456789abcdef")
+    monkeypatch.setattr(replicate, "training_device", lambda config: {"device": "NVIDIA H200", "precision": "bfloat16"})
+    for step in ("prepare", "keep_test_links"):
+        monkeypatch.setattr(replicate, step, lambda *args: None)
+    trained = []
+    monkeypatch.setattr(replicate, "train", lambda suite, label, *args: trained.append(label))
+    monkeypatch.setattr(replicate, "record", lambda *args: None)
+    tokens = {"data": "t" * 64, "data_lattice": "l" * 64}  # this machine's preparations: the same tokens, ...
+
+    def data_hashes(data, fields):  # ... and another alignment draw
+        return {"tokens": tokens[data.name], **{field: f"new-{field}" for field in fields}}
+
+    monkeypatch.setattr(replicate, "data_hashes", data_hashes)
+    folder = tmp_path / "hyps" / "multi30k" / SET
+    folder.mkdir(parents=True)
+    recorded = {"data": "data", "data_hashes": {"tokens": "t" * 64, "reorder_positions": "old-reorder_positions"}}
+    (folder / "exgre_soft.seed1.yaml").write_text(yaml.safe_dump(recorded))
+    (folder / "lattice_lpe_lsa.seed1.yaml").write_text(yaml.safe_dump(
+        {"data": "data_lattice", "data_hashes": {"tokens": "l" * 64, "lattice_end": "new-lattice_end"}}))
+    runs = replicate.SuiteRuns("m30k_verdict", data_dir=corpus, work=tmp_path / "work", threads=1)
+    assert replicate.run_system(runs, "refsr_soft.seed2") is False  # reads the alignments: another draw here
+    out = capsys.readouterr().out
+    assert trained == [] and "refsr_soft.seed2: not run: reorder_positions of data hashes to new-reorder_ here" in out
+    assert "to old-reorder_ in its recorded runs" in out and "retire the set" in out
+    assert replicate.run_system(runs, "baseline.seed2") is True  # the tokens alone: the same preparation
+    assert replicate.run_system(runs, "lattice_lpe_lsa.seed2") is True  # its tokens against its own folder's runs
+    (folder / "lattice_lpe_lsa.seed1.yaml").write_text(yaml.safe_dump(
+        {"data": "data_lattice", "data_hashes": {"tokens": "l" * 64, "lattice_end": "old-lattice_end"}}))
+    assert replicate.run_system(runs, "lattice_lpe_lsa.seed3") is False  # a lattice field that differs: refused too
+    assert trained == ["baseline.seed2", "lattice_lpe_lsa.seed2"]
+
+
 def test_prepare_readies_each_prepare_config_of_a_suite_once_without_training(tmp_path, monkeypatch):
     corpus = tmp_path / "data"
     corpus.mkdir()
