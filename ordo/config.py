@@ -160,7 +160,8 @@ class DecodeConfig:
     # to the limit with a warning naming the line, or stop with an error naming it
     amp: AmpMode = "off"  # auto: bf16 on CUDA and on a CPU with native bf16; search under autocast, scores in
     # float32; the trainer's dev BLEU runs under train.amp when this is off
-    cpu_gemm: CpuGemm = "auto"  # float32 linear layers on CPU: oneDNN or torch's BLAS; auto: where it wins (ordo.gemm)
+    cpu_gemm: CpuGemm = "auto"  # float32 linear layers on CPU: oneDNN or torch's BLAS; auto: where it wins
+    # (ordo.gemm), oneDNN holding a packed copy of each weight it multiplies (blas: the least memory)
 
     def __post_init__(self) -> None:
         check_choices(self, "decode")
