@@ -371,13 +371,18 @@ def test_the_queue_starts_no_run_once_its_minutes_to_start_have_passed(tmp_path,
     assert len(ran) == 2
 
 
-def test_a_run_another_process_holds_is_left_alone_and_a_recorded_one_not_trained_again(tmp_path, monkeypatch):
-    corpus = tmp_path / "data"
+def write_splits(corpus: Path, lines: dict[str, str]) -> None:
+    """The m30k_verdict suite's split files (a run checks that each is there), ``lines[LANG]`` the one line of each."""
     corpus.mkdir()
-    for name in ("train", "valid", "test2016"):  # the suite's splits: a run checks that each is there
-        for lang, line in (("en", "a man"), ("de", "ein Mann")):
+    for name in ("train", "valid", "test2016"):
+        for lang, line in lines.items():
             with gzip.open(corpus / f"{name}.{lang}.gz", "wt", encoding="utf-8") as handle:
                 handle.write(f"{line}\n")
+
+
+def test_a_run_another_process_holds_is_left_alone_and_a_recorded_one_not_trained_again(tmp_path, monkeypatch):
+    corpus = tmp_path / "data"
+    write_splits(corpus, {"en": "a man", "de": "ein Mann"})
     monkeypatch.setattr(replicate, "HYPS", tmp_path / "hyps")
     monkeypatch.setattr(replicate, "commit_id", lambda: "0123456789abcdef")
     monkeypatch.setattr(replicate, "training_device", lambda config: {"device": "NVIDIA H200", "precision": "bfloat16"})
@@ -408,11 +413,7 @@ def test_a_run_another_process_holds_is_left_alone_and_a_recorded_one_not_traine
 
 def test_a_run_whose_preparation_drew_other_alignments_than_its_set_is_not_trained(tmp_path, monkeypatch, capsys):
     corpus = tmp_path / "data"
-    corpus.mkdir()
-    for name in ("train", "valid", "test2016"):
-        for lang in ("en", "de"):
-            with gzip.open(corpus / f"{name}.{lang}.gz", "wt", encoding="utf-8") as handle:
-                handle.write("a\n")
+    write_splits(corpus, {"en": "a", "de": "a"})
     monkeypatch.setattr(replicate, "HYPS", tmp_path / "hyps")
     monkeypatch.setattr(replicate, "commit_id", lambda: "0123456789abcdef")
     monkeypatch.setattr(replicate, "training_device", lambda config: {"device": "NVIDIA H200", "precision": "bfloat16"})
@@ -448,11 +449,7 @@ def test_a_run_whose_preparation_drew_other_alignments_than_its_set_is_not_train
 
 def test_prepare_readies_each_prepare_config_of_a_suite_once_without_training(tmp_path, monkeypatch):
     corpus = tmp_path / "data"
-    corpus.mkdir()
-    for name in ("train", "valid", "test2016"):
-        for lang in ("en", "de"):
-            with gzip.open(corpus / f"{name}.{lang}.gz", "wt", encoding="utf-8") as handle:
-                handle.write("a\n")
+    write_splits(corpus, {"en": "a", "de": "a"})
     prepared = []
     monkeypatch.setattr(replicate, "prepare", lambda config, spec, data_dir, out: prepared.append((config.name, out)))
     monkeypatch.setattr(replicate, "train", lambda *args: pytest.fail("prepare trains nothing"))
