@@ -66,19 +66,22 @@ def child(run_dir: str, backend: str, pack_first: bool, sentences: int, result: 
     import torch
 
     from ordo import api, gemm
+    from ordo.decoding.packed import FrozenLinear
 
     run = api.load_run(run_dir, "last", device="cpu")
     loaded = memory()
     if pack_first:
         for module in run.model.modules():
-            if isinstance(module, torch.nn.Linear):
-                gemm._packed(module.weight)
+            if isinstance(module, (torch.nn.Linear, FrozenLinear)):
+                gemm.packed_weight(module.weight)
     with gzip.open(TEST_SOURCE, "rt", encoding="utf-8") as handle:
         lines = [line.rstrip("\n") for _, line in zip(range(sentences), handle)]
     start = time.perf_counter()
     run.translate(lines, beam_size=5, cpu_gemm=backend)
     seconds = time.perf_counter() - start
-    packed_mb = sum(entry[2].numel() * 4 for entry in gemm._packed_frozen.values()) / 2**20
+    copies = [entry[2] for entry in gemm._packed_frozen.values()]  # beside their plain weights
+    copies += [module.packed for module in run.model.modules() if isinstance(module, FrozenLinear) and module.packed is not None]
+    packed_mb = sum(packed.numel() * 4 for packed in copies) / 2**20
     figures = {"load_peak": loaded["peak"], "load_rss": loaded["rss"], **memory(), "packed_mb": packed_mb,
                "seconds": seconds}
     Path(result).write_text(json.dumps(figures))

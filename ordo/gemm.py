@@ -59,7 +59,7 @@ differ where float32 rounding decides a near tie, as they can between ``blas`` a
 The two paths compute the same products with a different order of additions, so results agree to float32
 rounding (about 1e-6 relative), not bit for bit; each path is deterministic for a given shape and thread count.
 The backward pass of a oneDNN product uses oneDNN too (:class:`_OneDnnLinear`); without gradients (translation,
-validation) the weights are packed once into oneDNN's layout (:func:`_packed`).
+validation) the weights are packed once into oneDNN's layout (:func:`packed_weight`).
 
 Training under bf16 autocast on a CPU, torch runs every product on oneDNN, which builds (and caches) a kernel for
 each new shape; with token batching nearly every batch brings a new number of rows, so the caches grow with
@@ -200,7 +200,7 @@ def cpu_gemm(backend: str, timed: bool = False) -> Iterator[str]:
     (:class:`KeyTiming`), unless an enclosing block is not timed (a training run's validation keeps the
     training rule, so that a run and its resumption pick alike). Products that need gradients keep the rule.
 
-    A weight being trained that was packed for oneDNN is kept until the outermost block ends (:func:`_packed`), so
+    A weight being trained that was packed for oneDNN is kept until the outermost block ends (:func:`packed_weight`), so
     it may not change inside a block: the trainer enters one per forward pass and steps its optimizer outside."""
     global _active, _auto_rule, _timed, _packed_weights, _decided
     previous = _active, _auto_rule, _timed, _packed_weights, _decided
@@ -260,7 +260,7 @@ def _timeable(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) 
 
 
 def _onednn_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
-    """x W^T + b by oneDNN, no autograd; ``weight`` dense or packed by :func:`_packed`."""
+    """x W^T + b by oneDNN, no autograd; ``weight`` dense or packed by :func:`packed_weight`."""
     dense_weight = weight if weight.is_mkldnn else weight.contiguous()
     return torch.ops.mkldnn._linear_pointwise(x.contiguous(), dense_weight, bias, "none", [], "")
 
@@ -271,7 +271,23 @@ def _onednn_inference(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor 
     a new one costs 3 to 9 times a repeated product of the small preset's layers and about 0.5 MB that stays
     (``bench/results/gemm_decode_costs.md``), while a decoding run's row count changes whenever a sentence of
     the batch finishes; padded, a weight meets a few row counts for at most 1/8 more rows above 128."""
-    return _inference_product(x, weight.size(0), lambda rows: _onednn_linear(rows, _packed(weight), bias))
+    return packed_linear(x, packed_weight(weight), bias, weight.size(0))
+
+
+def packed_linear(x: torch.Tensor, packed: torch.Tensor, bias: torch.Tensor | None, out_features: int) -> torch.Tensor:
+    """x W^T + b by oneDNN without gradients on ``packed``, W's copy from :func:`packed_weight`, the rows padded as
+    :func:`_onednn_inference` pads them."""
+    return _inference_product(x, out_features, lambda rows: _onednn_linear(rows, packed, bias))
+
+
+def packs(x: torch.Tensor, weight: torch.Tensor) -> bool:
+    """Whether :func:`linear` runs the product of ``x`` by the frozen ``weight`` (its shape and dtype: a placeholder
+    on the meta device will do) on the packed copy by the setting alone, untimed: ``onednn``, or auto's rule where
+    ``weight`` is :func:`wide_enough`; float32 on a CPU outside autocast, without gradients. A loaded run's layers
+    then hold that copy alone (:mod:`ordo.decoding.packed`)."""
+    return (_active == "onednn" and (not _auto_rule or wide_enough(weight)) and x.is_cpu
+            and x.dtype == torch.float32 and weight.dtype == torch.float32 and not torch.is_autocast_enabled("cpu")
+            and not _needs_grad(x, weight, None))
 
 
 def _inference_product(x: torch.Tensor, out_features: int, product: Callable[[torch.Tensor], torch.Tensor]
@@ -311,7 +327,7 @@ def _grid_rows(rows: int, least_step: int) -> int:
     return -(-rows // step) * step
 
 
-def _packed(weight: torch.Tensor) -> torch.Tensor:
+def packed_weight(weight: torch.Tensor) -> torch.Tensor:
     """``weight`` (M, K) in oneDNN's blocked layout: without packing, oneDNN reorders the weight on every call,
     which for the few rows of a decoding step costs about as much as the product itself, while packing a whole
     model costs about as much as a few decoding steps (``bench/results/cpu_defaults.md``).
@@ -522,18 +538,18 @@ def _timed_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | No
     backend = timing.backend()
     if backend == timing.rule == "blas":
         timing.see(weight)
-    packs = backend == "onednn" and not _has_packed(weight)
-    if packs:
+    packing = backend == "onednn" and not _has_packed(weight)
+    if packing:
         timing.packed.append(weakref.ref(weight))
     start = time.perf_counter()
     y = _product(backend, x, weight, bias)
-    choice = timing.record(backend, time.perf_counter() - start, rows, packs)
+    choice = timing.record(backend, time.perf_counter() - start, rows, packing)
     if choice is not None:
         _choices[key] = choice
         del _timings[key]
         for packed in timing.packed if choice == "blas" else []:
-            if (packed_weight := packed()) is not None:
-                _drop_packed(packed_weight)
+            if (released := packed()) is not None:
+                _drop_packed(released)
     return y
 
 

@@ -23,6 +23,7 @@ from ordo.data.source import EncodedSource, LongLines, SourceEncoder, model_inpu
 from ordo.data.textio import read_yaml
 from ordo.data.vocab import TokenVocab, Vocab
 from ordo.decoding.ensemble import Ensemble
+from ordo.decoding.packed import freeze_linear_layers
 from ordo.decoding.scoring import PairScore, score_rows
 from ordo.decoding.search import Hypothesis
 from ordo.decoding.translator import translate_rows
@@ -178,7 +179,9 @@ def load_run(run_dir: str | Path, checkpoint: str = "best", device: str = "auto"
     """Load a trained run for translation (weights only, frozen: no optimizer state is needed).
 
     With ``int8`` the model's projections are dynamically quantized to int8 for CPU translation
-    (:func:`ordo.decoding.quantize.quantize_int8`); ``device`` must then resolve to the CPU.
+    (:func:`ordo.decoding.quantize.quantize_int8`); ``device`` must then resolve to the CPU. Else, on a CPU, a
+    linear layer whose products run on oneDNN holds its weight's packed copy alone
+    (:func:`ordo.decoding.packed.freeze_linear_layers`): reading its ``weight`` gives the plain one back.
     """
     run_dir = Path(run_dir)
     config_path = run_dir / "config.yaml"
@@ -199,6 +202,8 @@ def load_run(run_dir: str | Path, checkpoint: str = "best", device: str = "auto"
         from ordo.decoding.quantize import quantize_int8
 
         model = quantize_int8(model)
+    elif target.type == "cpu":
+        model = freeze_linear_layers(model)
     return LoadedRun(model, cfg, src_vocab, tgt_vocab, target, lattice)
 
 

@@ -51,8 +51,8 @@ def token_log_probs(output: Seq2SeqOutput, tgt_out: torch.Tensor) -> torch.Tenso
     keep = tgt_out.ne(PAD_ID)  # (B, T)
     rows = output.hidden[keep]  # (N, D), row-major: the pairs' tokens in order
     targets = tgt_out[keep]  # (N,)
-    weight: torch.Tensor = output.project.weight  # type: ignore[assignment]
-    chunk = max(1, CHUNK_ELEMENTS // weight.size(0))
+    vocab_size: int = output.project.out_features  # type: ignore[assignment]
+    chunk = max(1, CHUNK_ELEMENTS // vocab_size)
     return torch.cat([
         F.log_softmax(output.project(rows[start:start + chunk]).float(), dim=-1)
         .gather(1, targets[start:start + chunk, None]).squeeze(1)

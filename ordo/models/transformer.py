@@ -264,6 +264,11 @@ class OutputProjection(nn.Module):
         else:
             self.weight = tied.weight
 
+    @property
+    def out_features(self) -> int:
+        """V, the logits per row (as ``nn.Linear``'s)."""
+        return self.weight.size(0)
+
     def forward(self, hidden: torch.Tensor) -> torch.Tensor:
         """(…, D) -> (…, V)."""
         return linear(hidden, self.weight)

@@ -128,9 +128,9 @@ def test_packed_weights_live_for_one_block_and_follow_an_optimizer_step():
         with gemm.cpu_gemm("onednn"):
             with torch.no_grad():
                 torch.testing.assert_close(layer(x), F.linear(x, layer.weight, layer.bias), rtol=1e-5, atol=1e-5)
-                packed = gemm._packed(layer.weight)
+                packed = gemm.packed_weight(layer.weight)
                 with gemm.cpu_gemm("onednn"):
-                    assert gemm._packed(layer.weight) is packed, "packed once in the outermost block"
+                    assert gemm.packed_weight(layer.weight) is packed, "packed once in the outermost block"
             layer(x).square().sum().backward()
         optimizer.step()
 
@@ -141,9 +141,9 @@ def test_a_frozen_weight_stays_packed_until_it_is_changed_in_place():
     layer = gemm.Linear(16, 40).requires_grad_(False)
     x = torch.randn(5, 16)
     with gemm.cpu_gemm("onednn"):
-        first = gemm._packed(layer.weight)
+        first = gemm.packed_weight(layer.weight)
     with gemm.cpu_gemm("onednn"):
-        assert gemm._packed(layer.weight) is first, "kept from one translation to the next"
+        assert gemm.packed_weight(layer.weight) is first, "kept from one translation to the next"
     layer.weight.mul_(-2.0)
     with gemm.cpu_gemm("onednn"), torch.inference_mode():
         torch.testing.assert_close(layer(x), F.linear(x, layer.weight, layer.bias), rtol=1e-5, atol=1e-5)
@@ -154,7 +154,7 @@ def test_a_frozen_weights_packed_copy_goes_with_it():
     layer = gemm.Linear(16, 8).requires_grad_(False)
     key = id(layer.weight)
     with gemm.cpu_gemm("onednn"):
-        gemm._packed(layer.weight)
+        gemm.packed_weight(layer.weight)
     assert key in gemm._packed_frozen
     del layer
     assert key not in gemm._packed_frozen, "no packed copy outlives its weight"
