@@ -12,7 +12,8 @@ exact both ways (``to_dense`` gives the weight back bit for bit), so the layer c
 :class:`ordo.gemm.Linear` of the same weight computes.
 
 :func:`freeze_linear_layers` swaps a translation-only model's layers (``ordo.api.load_run``'s on a CPU): each
-:class:`ordo.gemm.Linear` whose weight no other module shares (a weight tied elsewhere stays where it is read).
+:class:`ordo.gemm.Linear` at least 256 wide whose weight no other module shares (a weight tied elsewhere stays
+where it is read).
 """
 
 from __future__ import annotations
@@ -91,9 +92,10 @@ class FrozenLinear(gemm.Linear):
 
 
 def freeze_linear_layers(model: nn.Module) -> nn.Module:
-    """``model`` with each :class:`ordo.gemm.Linear` whose weight appears once among its parameters replaced, in
-    place, by a :class:`FrozenLinear` of the same parameters (module docstring); for translation only: the weights
-    must not train."""
+    """``model`` with each :class:`ordo.gemm.Linear` that auto's oneDNN rule takes (:func:`ordo.gemm.wide_enough`)
+    and whose weight appears once among its parameters replaced, in place, by a :class:`FrozenLinear` of the same
+    parameters (module docstring); for translation only: the weights must not train. A narrower layer's weight is
+    small, and its products (about 10 us at the tiny preset) would pay the swap's check, about 0.4 us each."""
     uses: dict[int, int] = {}
     for _, parameter in model.named_parameters(remove_duplicate=False):
         uses[id(parameter)] = uses.get(id(parameter), 0) + 1
@@ -102,9 +104,9 @@ def freeze_linear_layers(model: nn.Module) -> nn.Module:
 
 
 def _swap(module: nn.Module, uses: dict[int, int]) -> None:
-    """Replace ``module``'s unshared :class:`ordo.gemm.Linear` descendants by :class:`FrozenLinear`."""
+    """Replace ``module``'s wide, unshared :class:`ordo.gemm.Linear` descendants by :class:`FrozenLinear`."""
     for name, child in list(module.named_children()):
-        if type(child) is gemm.Linear and uses[id(child.weight)] == 1:
+        if type(child) is gemm.Linear and gemm.wide_enough(child.weight) and uses[id(child.weight)] == 1:
             setattr(module, name, FrozenLinear(child))
         else:
             _swap(child, uses)

@@ -86,18 +86,20 @@ def test_loading_and_moving_a_packed_layer_restore_its_plain_weight():
     assert layer.to(torch.float64).weight.dtype == torch.float64 and layer.packed is None
 
 
-def test_only_unshared_linear_layers_are_frozen():
-    shared = gemm.Linear(4, 4)
-    model = nn.Sequential(gemm.Linear(4, 8), shared, nn.Sequential(shared), nn.Linear(8, 4))
+def test_only_wide_unshared_linear_layers_are_frozen():
+    shared = gemm.Linear(256, 256)
+    model = nn.Sequential(gemm.Linear(256, 512), shared, nn.Sequential(shared), nn.Linear(256, 256),
+                          gemm.Linear(256, 64))
     freeze_linear_layers(model)
-    assert [type(module).__name__ for module in (model[0], model[1], model[2][0], model[3])] == \
-        ["FrozenLinear", "Linear", "Linear", "Linear"]
+    assert [type(module).__name__ for module in (model[0], model[1], model[2][0], model[3], model[4])] == \
+        ["FrozenLinear", "Linear", "Linear", "Linear", "Linear"]
     assert model[1] is shared and all(isinstance(module, nn.Linear) for module in model.modules() if module is not model
                                       and not isinstance(module, nn.Sequential)), "still linear layers to hooks"
 
 
 @needs_onednn
-def test_a_loaded_run_translates_alike_with_its_weights_packed_and_saves_them_plain(trained_run):
+def test_a_loaded_run_translates_alike_with_its_weights_packed_and_saves_them_plain(trained_run, monkeypatch):
+    monkeypatch.setattr(gemm, "AUTO_MIN_WIDTH", 1)  # the tiny model's layers frozen too
     run = api.load_run(trained_run, "last", device="cpu")
     saved = {name: tensor.clone() for name, tensor in run.model.state_dict().items()}
     sources = ["the cat sees the dog", "a dog eats the fish"]
