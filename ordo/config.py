@@ -161,7 +161,8 @@ class DecodeConfig:
     amp: AmpMode = "off"  # auto: bf16 on CUDA and on a CPU with native bf16; search under autocast, scores in
     # float32; the trainer's dev BLEU runs under train.amp when this is off
     cpu_gemm: CpuGemm = "auto"  # float32 linear layers on CPU: oneDNN or torch's BLAS; auto: where it wins
-    # (ordo.gemm), oneDNN holding a packed copy of each weight it multiplies (blas: the least memory)
+    # (ordo.gemm), oneDNN on its packed copy of each weight, which a loaded run's wide layers hold in place of
+    # their own (ordo.decoding.packed; blas: the least memory)
 
     def __post_init__(self) -> None:
         check_choices(self, "decode")

@@ -59,7 +59,8 @@ differ where float32 rounding decides a near tie, as they can between ``blas`` a
 The two paths compute the same products with a different order of additions, so results agree to float32
 rounding (about 1e-6 relative), not bit for bit; each path is deterministic for a given shape and thread count.
 The backward pass of a oneDNN product uses oneDNN too (:class:`_OneDnnLinear`); without gradients (translation,
-validation) the weights are packed once into oneDNN's layout (:func:`packed_weight`).
+validation) the weights are packed once into oneDNN's layout (:func:`packed_weight`), and a loaded run's wide layers
+keep that copy in place of their own (:mod:`ordo.decoding.packed`, where :func:`packs` says the setting takes it).
 
 Training under bf16 autocast on a CPU, torch runs every product on oneDNN, which builds (and caches) a kernel for
 each new shape; with token batching nearly every batch brings a new number of rows, so the caches grow with
