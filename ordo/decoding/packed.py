@@ -66,6 +66,13 @@ class FrozenLinear(gemm.Linear):
             self._parameters["weight"] = nn.Parameter(self.packed.to_dense(), requires_grad=placeholder.requires_grad)
             self.packed = None
 
+    def train(self, mode: bool = True) -> FrozenLinear:
+        """As ``nn.Module``'s; training mode restores the plain W first, so that an optimizer built after
+        ``model.train()`` holds the weights themselves, not a placeholder."""
+        if mode:
+            self._restore()
+        return super().train(mode)  # type: ignore[no-any-return]
+
     def _apply(self, fn: Callable[[torch.Tensor], torch.Tensor], recurse: bool = True) -> FrozenLinear:
         """``to``, ``float`` and the like on the plain W (a meta placeholder cannot be moved)."""
         self._restore()

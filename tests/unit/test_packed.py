@@ -75,7 +75,7 @@ def test_auto_packs_alone_only_where_its_rule_sends_the_layer_to_onednn(monkeypa
 
 
 @needs_onednn
-def test_loading_and_moving_a_packed_layer_restore_its_plain_weight():
+def test_loading_moving_and_training_a_packed_layer_restore_its_plain_weight():
     layer, weight = frozen_layer()
     with torch.inference_mode(), gemm.cpu_gemm("onednn"):
         layer(torch.randn(2, 256))
@@ -84,6 +84,10 @@ def test_loading_and_moving_a_packed_layer_restore_its_plain_weight():
     with torch.inference_mode(), gemm.cpu_gemm("onednn"):
         layer(torch.randn(2, 256))
     assert layer.to(torch.float64).weight.dtype == torch.float64 and layer.packed is None
+    with torch.inference_mode(), gemm.cpu_gemm("onednn"):
+        layer.float()(torch.randn(2, 256))
+    assert layer.packed is not None and layer.train(False).packed is not None, "eval mode keeps it packed"
+    assert layer.train().packed is None and not any(p.is_meta for p in layer.parameters()), "ready to learn"
 
 
 def test_only_wide_unshared_linear_layers_are_frozen():
