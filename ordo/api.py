@@ -194,12 +194,15 @@ def _train_locked(cfg: ExperimentConfig, run_dir: Path, dirs: list[Path], metas:
 
 def average(run_dir: str | Path, last: int = 5, output: str | Path | None = None) -> Path:
     """Average the weights of the last ``last`` periodic checkpoints into ``output``
-    (default ``checkpoints/averaged.pt``), usable as ``--checkpoint averaged``.
+    (default ``checkpoints/averaged.pt``), usable as ``--checkpoint averaged``. A run that a training holds
+    (:func:`ordo.training.lock.training_holder`) is averaged as it stands, with a warning naming the training.
 
     Raises:
         ConfigError: when ``last`` is below 1.
         CheckpointError: when the run has no periodic checkpoints, or they hold different parameters.
     """
+    from ordo.training.lock import training_holder  # as train's: the rest of ordo.training is not needed
+
     if last < 1:
         raise ConfigError(f"last: {last} is below its minimum 1 (the number of checkpoints to average)")
     run_dir = Path(run_dir)
@@ -208,6 +211,10 @@ def average(run_dir: str | Path, last: int = 5, output: str | Path | None = None
         raise CheckpointError(f"{run_dir / 'checkpoints'}: no step_N.pt checkpoints to average")
     if len(paths) < last:
         logger.warning("only %d checkpoints to average (asked for %d)", len(paths), last)
+    holder = training_holder(run_dir)
+    if holder is not None:
+        logger.warning("%s is still training (%s): averaging its %d newest checkpoints so far, up to %s", run_dir,
+                       holder, len(paths), paths[-1].name)
     weights = average_checkpoints(paths)
     target = Path(output) if output else run_dir / "checkpoints" / "averaged.pt"
     save_checkpoint({"model": weights, "averaged": [p.name for p in paths]}, target)

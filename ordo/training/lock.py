@@ -2,6 +2,8 @@
 while it trains, so that a second ``ordo train --out RUN`` (or a resume of RUN) stops at once instead of
 overwriting the first one's checkpoints.
 
+Readers that do not write the run (``ordo average``) ask :func:`training_holder` whether a training holds it.
+
 The kernel releases a ``flock`` when the process that holds it ends, however it ends (``kill -9``, a crash), so a
 lock file left by a dead process is taken over by the next start; the file itself stays, naming its last holder.
 On Linux, ``flock`` on NFS is emulated with byte-range locks, which the NFS server arbitrates between machines;
@@ -63,6 +65,25 @@ def run_lock(run_dir: Path) -> Iterator[None]:
         yield
     finally:
         os.close(fd)  # releases the lock
+
+
+def training_holder(run_dir: Path) -> str | None:
+    """What the lock file of ``run_dir`` names when a training holds its lock now (``pid N on host H since ...``),
+    else None: no lock file, a free lock, or a filesystem that cannot lock. The lock is tried shared and let go at
+    once, so a training starting meanwhile is not stopped."""
+    try:
+        fd = os.open(run_dir / LOCK_NAME, os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except OSError as err:
+        if err.errno in BUSY:
+            return os.pread(fd, 4096, 0).decode(errors="replace").strip() or "its pid not yet written"
+        return None
+    finally:
+        os.close(fd)  # releases a shared lock taken
+    return None
 
 
 def _acquire(fd: int, path: Path) -> bool:

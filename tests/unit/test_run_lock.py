@@ -7,12 +7,13 @@ import subprocess
 import sys
 
 import pytest
+import torch
 
 from ordo import api
 from ordo.checkpoint import load_checkpoint, step_checkpoints
 from ordo.cli import main
 from ordo.config import load_config
-from ordo.training.lock import LOCK_NAME, RunLocked, run_lock
+from ordo.training.lock import LOCK_NAME, RunLocked, run_lock, training_holder
 from ordo.training.trainer import Trainer
 
 TINY = ["model.preset=tiny", "model.d_model=16", "model.ffn_dim=32", "train.max_tokens=300", "train.warmup_steps=5",
@@ -96,3 +97,22 @@ def test_a_run_dir_that_cannot_be_created_is_an_error_naming_it(small_data, tmp_
     args = ["train", "--data", str(small_data), "--out", str(blocker / "run"), *[arg for s in TINY for arg in ("--set", s)]]
     assert main(args) == 2
     assert f"ordo train: error: {blocker / 'run'}: cannot be created (Not a directory)" in capsys.readouterr().err
+
+
+def test_averaging_a_run_being_trained_warns_naming_the_training_and_leaves_its_lock(tmp_path, caplog):
+    """Before, `ordo average` on a run still training averaged a moving window of checkpoints without a word."""
+    checkpoints = tmp_path / "run" / "checkpoints"
+    checkpoints.mkdir(parents=True)
+    for step in (1, 2):
+        torch.save({"model": {"w": torch.full((2,), float(step))}}, checkpoints / f"step_{step}.pt")
+    api.average(tmp_path / "run", 2)
+    assert "still training" not in caplog.text
+    with run_lock(tmp_path / "run"):
+        with caplog.at_level("WARNING", logger="ordo"):
+            api.average(tmp_path / "run", 2)
+        assert training_holder(tmp_path / "run").startswith(f"pid {os.getpid()} on host")
+    assert f"{tmp_path / 'run'} is still training (pid {os.getpid()} on host" in caplog.text
+    assert "its 2 newest checkpoints so far, up to step_2.pt" in caplog.text
+    assert training_holder(tmp_path / "run") is None  # the shared try let go: a new training may take it
+    with run_lock(tmp_path / "run"):
+        pass
