@@ -11,7 +11,8 @@ precision, budget, the prepared data's hashes (:func:`data_hashes`), dev loss cu
 set the run belongs to (:func:`budget_set`): the device (a GPU's name, or the CPU's model name, family and model number), the CPU
 threads (not on a GPU), the precision and the budget where the suite names budgets, e.g.
 ``cpu-amd-epyc-25-1-t1-fp32``, ``gpu-nvidia-h200-bf16`` or ``gpu-nvidia-h100-bf16-paper``: runs of two budgets
-never share a set.
+never share a set. ``--series NAME`` records in ``SET.NAME`` instead, a new set for the claims that pre-register that
+series (recipes/verdicts.py): e.g. 13 seeds a side of an inconclusive claim whose first set's alignments are gone.
 A run starts only from a checkout whose ordo/ and recipes/ are committed (:func:`commit_id`) and whose own ordo
 package the process runs (:func:`check_ordo_source`: as ``python recipes/replicate.py`` or ``python -m
 recipes.replicate``, the checkout's root comes first on the path, in a git worktree too). ``--oracle
@@ -47,11 +48,12 @@ stops the run, naming the files. A suite that needs a GPU (``needs_gpu``) is ref
 (``--trial-steps N --trial-set KEY=VALUE ... --hyps DIR``: the whole pipeline at a tiny budget, for tests).
 
 usage: python recipes/replicate.py run --suite enja_verdict [--data-dir DIR] [--work DIR] [--oracle]
-           [--budget NAME] [--hyps DIR [--trial-steps N] [--trial-set KEY=VALUE ...]] SYSTEM.seedN [...]
+           [--budget NAME] [--series NAME] [--hyps DIR [--trial-steps N] [--trial-set KEY=VALUE ...]] SYSTEM.seedN [...]
        python recipes/replicate.py prepare --suite SUITE [--data-dir DIR] [--work DIR]
        python recipes/replicate.py rehash --suite SUITE [--work DIR] [--hyps DIR]
-       python recipes/replicate.py pending [--suite SUITE ...] [--threads N] [--budget NAME] [--first SYSTEM ...]
-       python recipes/replicate.py queue [--suite SUITE ...] [--threads N] [--budget NAME] [--start-within MIN]
+       python recipes/replicate.py pending [--suite SUITE ...] [--threads N] [--budget NAME] [--series NAME]
+           [--first SYSTEM ...]
+       python recipes/replicate.py queue [--suite SUITE ...] [--threads N] [--budget NAME] [--series NAME] [--start-within MIN]
            [--first SYSTEM ...]
        python recipes/replicate.py tables [--out bench/results/verdicts.md] [--results bench/RESULTS.md]
            [--data-dir CORPUS=DIR ...]
@@ -95,14 +97,17 @@ from recipes.verdicts import (
     RETIRED,
     SHARED_DATA,
     CorpusFolders,
+    check_series,
     compare,
     default_corpus_folder,
+    folder_series,
     missing_files,
     read_claims,
     recorded_corpus_folders,
     retired,
     run_spec,
     seeds_of,
+    series_set,
     split_seed,
     stored_path,
     suite_folder,
@@ -117,6 +122,8 @@ DATA_FILES = ("data.yaml", "*.model", "lattice/*", "train.*.bin", "train.*.idx",
 FIELD_FILE = re.compile(r"^(?:train|valid)\.field\.(.+)\.(?:bin|idx)$")  # a per-token field's file, by field name
 PRECISIONS = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}
 CPU_FLAGS = ("avx2", "avx512f", "amx_tile")
+SERIES_HELP = ("the runs of the claims that pre-register this series (recipes/verdicts.yaml's series), in sets of "
+               "their own, SET.SERIES (default: the sets outside any series)")
 
 
 def parse_args() -> argparse.Namespace:
@@ -143,18 +150,20 @@ def parse_args() -> argparse.Namespace:
     run.add_argument("--threads", type=int, help="CPU threads per run (default: the suite's train.yaml); two queues "
                      "of one thread each train about 20%% more updates per hour on 2 cores than one of two")
     run.add_argument("--budget", help=f"a budget of the suite's budgets file (default: {DEFAULT}; recipes/budgets.py)")
-    for verb, text in (("pending", "list the runs the verdicts still need in this machine's sets"),
+    run.add_argument("--series", help=SERIES_HELP)
+    for name, text in (("pending", "list the runs the verdicts still need in this machine's sets"),
                        ("queue", "run what the verdicts still need, beside other workers")):
-        listing = verbs.add_parser(verb, help=text)
+        listing = verbs.add_parser(name, help=text)
         listing.add_argument("--suite", action="append", dest="suites", metavar="SUITE",
                              help="only this suite's runs (repeatable; default: every verdict suite)")
         listing.add_argument("--threads", type=int, help="CPU threads of each run (as for run)")
         listing.add_argument("--budget", help=f"the budget of the suites that name budgets (default: {DEFAULT})")
+        listing.add_argument("--series", help=SERIES_HELP)
         listing.add_argument("--hyps", type=Path, help=f"the recorded runs to go by (default: {HYPS.relative_to(ROOT)})")
         listing.add_argument("--first", action="append", default=[], metavar="SYSTEM",
                              help="the runs of the claims on this system (and their comparison system's) before all "
                              "others, seed by seed (repeatable: e.g. --first exgre_soft --first refsr_soft)")
-        if verb == "queue":
+        if name == "queue":
             listing.add_argument("--start-within", type=float, metavar="MINUTES",
                                  help="start no run after this many minutes from the queue's start (default: no limit)")
     tables = verbs.add_parser("tables", help="rebuild the verdicts table from bench/results/hyps/")
@@ -437,8 +446,9 @@ class SuiteRuns:
     """Where the runs of a suite (a folder of recipes/ with suite.yaml and the configs) train: its corpus folder
     (None: :func:`corpus_folder` finds it), work folder (None: work/SUITE), whether on the target-order source
     corpus (``oracle``), the CPU threads of each run (None: the suite's train.yaml), the folder the runs record
-    in (None: :data:`HYPS`), for tests only a :class:`Trial`, and the budget (None: the suite's default,
-    :func:`recipes.budgets.folder_budget`)."""
+    in (None: :data:`HYPS`), for tests only a :class:`Trial`, the budget (None: the suite's default,
+    :func:`recipes.budgets.folder_budget`) and the series of the claims they are for (None: none;
+    :func:`recipes.verdicts.series_set`)."""
 
     suite: str
     data_dir: Path | None = None
@@ -448,6 +458,7 @@ class SuiteRuns:
     hyps: Path | None = None
     trial: Trial | None = None
     budget: str | None = None
+    series: str | None = None
 
     @property
     def hyps_root(self) -> Path:
@@ -507,7 +518,7 @@ def plan_run(runs: SuiteRuns, label: str) -> PlannedRun:
         settings["budget"] = budget.settings
     if runs.trial:
         settings["trial"] = {"steps": runs.trial.steps, "overrides": list(runs.trial.overrides)}
-    run_set = budget_set(machine, budget)
+    run_set = series_set(budget_set(machine, budget), runs.series)
     return PlannedRun(name, seed, recorded, prepare_file, overrides, settings, budget, run_set,
                       work / "runs" / run_set / commit[:12] / label)
 
@@ -653,10 +664,12 @@ def seeds_wanted(claims: list[dict], sets: dict[str, str], hyps_root: Path | Non
     """(corpus, system) -> the seeds the claims on the corpora of ``sets`` want of it: each claim's ``seeds``
     (default 2) of its system and of its comparison system (two at least, for its seed spread), or, given the
     committed runs under ``hyps_root``, the seeds its verdict is due at in its set (:func:`seeds_due`); the claims
-    marked ``first_pass`` want none."""
+    marked ``first_pass`` want none, and a claim of a series (:func:`recipes.verdicts.folder_series`) wants
+    seeds only in a set of its series, as the others only outside one."""
     wanted: dict[tuple[str, str], int] = {}
     for claim in claims:
-        if claim.get("first_pass") or claim["corpus"] not in sets:
+        if (claim.get("first_pass") or claim["corpus"] not in sets
+                or claim.get("series") != folder_series(Path(sets[claim["corpus"]]))):
             continue
         count = int(claim.get("seeds", 2))
         if hyps_root is not None:
@@ -721,16 +734,19 @@ def machine_set(suite: str, threads: int | None, budget: str | None = None) -> s
 
 
 def selected_runs(claims: list[dict], suites: list[str] | None, threads: int | None,
-                  budget: str | None = None, hyps: Path | None = None, first: tuple[str, ...] = ()) -> list[PendingRun]:
+                  budget: str | None = None, hyps: Path | None = None, first: tuple[str, ...] = (),
+                  series: str | None = None) -> list[PendingRun]:
     """:func:`pending_runs` of the hypotheses under ``hyps`` (None: :data:`HYPS`) in this machine's sets
     (:func:`machine_set`) for runs of ``threads`` CPU threads at ``budget`` (:func:`queue_budget`), of the claims
-    on the corpora of ``suites`` only where given, the claims of the systems ``first`` names first; a retired set
-    (:func:`recipes.verdicts.retired`) needs no runs, and says why."""
+    on the corpora of ``suites`` only where given, the claims of the systems ``first`` names first, in the sets of
+    ``series`` (:func:`recipes.verdicts.series_set`); a retired set (:func:`recipes.verdicts.retired`) needs no
+    runs, and says why."""
     hyps = hyps or HYPS
     sets = {}
     for corpus in dict.fromkeys(claim["corpus"] for claim in claims):
         suite = suite_folder(corpus).name
         found = machine_set(suite, threads, queue_budget(suite, budget)) if not suites or suite in suites else None
+        found = found and series_set(found, series)
         if found and retired(hyps / corpus / found):
             reason = (hyps / corpus / found / RETIRED).read_text(encoding="utf-8").strip()
             print(f"== {corpus}/{found} is retired, no runs for it: {reason}", flush=True)
@@ -740,12 +756,13 @@ def selected_runs(claims: list[dict], suites: list[str] | None, threads: int | N
 
 
 def work_queue(claims: list[dict], suites: list[str] | None, threads: int | None, budget: str | None = None,
-               start_within: float | None = None, hyps: Path | None = None, first: tuple[str, ...] = ()) -> None:
+               start_within: float | None = None, hyps: Path | None = None, first: tuple[str, ...] = (),
+               series: str | None = None) -> None:
     """Run the first pending run (:func:`selected_runs` of the runs recorded under ``hyps``, where it records
     too) that no other process holds (:func:`run_system`), and go on until every pending run is recorded or held
     by another process (or was run by this one: a run that recorded elsewhere than :func:`selected_runs` looks is
     not run twice), or until ``start_within`` minutes have passed since the call (None: no limit), after which no
-    run starts; the claims of the systems ``first`` names first (:func:`pending_runs`)."""
+    run starts; the claims of the systems ``first`` names first (:func:`pending_runs`), in the sets of ``series``."""
     check_ordo_source()  # another checkout's ordo, or an uncommitted checkout, stops here, before any run
     commit_id()
     deadline = None if start_within is None else time.monotonic() + 60 * start_within
@@ -754,12 +771,12 @@ def work_queue(claims: list[dict], suites: list[str] | None, threads: int | None
         if deadline is not None and time.monotonic() >= deadline:
             print(f"== queue: {start_within:g} minutes have passed: no run starts now", flush=True)
             return
-        for run in selected_runs(claims, suites, threads, budget, hyps, first):
+        for run in selected_runs(claims, suites, threads, budget, hyps, first, series):
             if str(run) in done:
                 continue
             print(f"== queue: {run} ({run.corpus}/{run.set})", flush=True)
             runs = SuiteRuns(run.suite, oracle=run.oracle, threads=threads, hyps=hyps,
-                             budget=queue_budget(run.suite, budget))
+                             budget=queue_budget(run.suite, budget), series=series)
             if run_system(runs, run.label):
                 done.add(str(run))
                 break
@@ -775,12 +792,14 @@ def suite_runs(args: argparse.Namespace) -> SuiteRuns:
     if (trial or args.trial_set) and (not args.trial_steps or args.hyps is None or args.hyps.resolve() == HYPS):
         sys.exit("--trial-steps N (and --trial-set) need their own --hyps DIR: a trial never records in "
                  f"{HYPS.relative_to(ROOT)}")
-    return SuiteRuns(args.suite, args.data_dir, args.work, args.oracle, args.threads, args.hyps, trial, args.budget)
+    return SuiteRuns(args.suite, args.data_dir, args.work, args.oracle, args.threads, args.hyps, trial, args.budget,
+                     args.series)
 
 
 def main() -> None:
     args = parse_args()
     claims = read_claims()
+    check_series(claims, getattr(args, "series", None))
     try:
         if args.verb == "run":
             run_systems(suite_runs(args), args.systems)
@@ -796,10 +815,11 @@ def main() -> None:
             shown = hyps.relative_to(ROOT) if hyps.is_relative_to(ROOT) else hyps
             print("".join(f"{run}\t{shown / run.corpus / run.set}\n"
                           for run in selected_runs(claims, args.suites, args.threads, args.budget, hyps,
-                                                   tuple(args.first))), end="")
+                                                   tuple(args.first), args.series)), end="")
         elif args.verb == "queue":
             check_first(claims, args.first)
-            work_queue(claims, args.suites, args.threads, args.budget, args.start_within, args.hyps, tuple(args.first))
+            work_queue(claims, args.suites, args.threads, args.budget, args.start_within, args.hyps, tuple(args.first),
+                       args.series)
         else:
             write_tables(claims, args.hyps, CorpusFolders(args.data_root, dict(args.data_dir)), args.out,
                          args.results)

@@ -12,7 +12,11 @@ differs (:func:`differences`).
 The runs before issue 40 lie in ``CORPUS/first_pass`` (mixed commits and machines): only the claims marked
 ``first_pass`` are judged on them, unrefused but marked as such, and the other claims never. A set folder that
 holds a ``RETIRED`` file (why, and the set that goes on instead) gets no verdict rows and no more runs
-(``replicate.py queue``); its runs stay in the table of every run and the order table.
+(``replicate.py queue``); its runs stay in the table of every run and the order table. A claim may name a
+``series``: a new set of runs for it alone, pre-registered with its own ``seeds`` before its runs (a fixed count,
+e.g. the seeds an inconclusive claim's first set said its paper's gain needs), in folders ``SET.SERIES``
+(:func:`series_set`; ``replicate.py run --series``) that no other claim is judged on, as no series claim is on
+the sets outside its series (:func:`in_folder`).
 
 :func:`write_tables` scores them: BLEU of every seed and the test over seeds of :mod:`ordo.evaluation.seeds` (the
 mean gain, its 95% interval and p, the minimum detectable gain, the seeds per side that detect the claim's
@@ -67,6 +71,7 @@ FIRST_PASS = "first_pass"  # bench/results/hyps/CORPUS/first_pass: the runs befo
 FIRST_PASS_NOTE = "first pass (mixed commits and machines)"
 NO_SET = "-"  # the set of a claim that has no runs anywhere yet
 RETIRED = "RETIRED"  # a file in a set folder that stops the set: no verdict rows, no more runs (module docstring)
+SERIES_MARK = "."  # SET.SERIES: the folder of a set of a pre-registered series (module docstring)
 SHARED_DATA = ROOT.parent / "shared" / "data"  # the corpus folders of the suites that name no data_dir
 BLEU, RIBES = "BLEU", "RIBES"  # the metrics of the tables (:func:`scored_metric`)
 
@@ -141,10 +146,32 @@ def retired(folder: Path) -> bool:
     return (folder / RETIRED).is_file()
 
 
+def series_set(set_name: str, series: str | None) -> str:
+    """The folder name of the set ``set_name`` in ``series`` (module docstring): ``SET.SERIES``; ``set_name``
+    itself outside a series."""
+    return f"{set_name}{SERIES_MARK}{series}" if series else set_name
+
+
+def folder_series(folder: Path) -> str | None:
+    """The series of the set folder ``folder`` (:func:`series_set`), None outside one."""
+    return folder.name.partition(SERIES_MARK)[2] or None
+
+
+def check_series(claims: list[dict], series: str | None) -> None:
+    """Stop, naming the series the claims pre-register, at a ``series`` that no claim names (its runs would be
+    judged by none)."""
+    known = sorted({claim["series"] for claim in claims if claim.get("series")})
+    if series is not None and series not in known:
+        sys.exit(f"--series {series}: no claim pre-registers that series (recipes/verdicts.yaml's: "
+                 f"{', '.join(known) or 'none'})")
+
+
 def in_folder(claim: dict, folder: Path) -> bool:
     """Whether ``claim`` is judged on the runs in the set folder ``folder``: a claim marked ``first_pass`` on
-    its corpus's first pass alone, any other claim on every other set of its corpus."""
-    return folder.parent.name == claim["corpus"] and (folder.name == FIRST_PASS) == bool(claim.get("first_pass"))
+    its corpus's first pass alone, a claim of a series (``series``) on that series' sets alone, any other claim on
+    every other set of its corpus."""
+    return (folder.parent.name == claim["corpus"] and (folder.name == FIRST_PASS) == bool(claim.get("first_pass"))
+            and folder_series(folder) == claim.get("series"))
 
 
 def claim_folders(claim: dict, hyps_root: Path) -> list[Path]:

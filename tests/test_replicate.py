@@ -675,3 +675,42 @@ def test_rehash_adds_the_hashes_of_what_each_run_read_where_its_data_is_here(tmp
     assert list(method)[list(method).index("data_hash") + 1] == "data_hashes"
     assert "data_hashes" not in read_yaml(folder / "exgre_soft.seed2.yaml")
     assert replicate.rehash("m30k_verdict", work, tmp_path / "hyps") == []  # nothing left to add
+
+
+def test_a_series_claim_is_judged_and_run_in_its_own_sets_alone(tmp_path, monkeypatch, capsys):
+    """A claim pre-registered for a new set (its ``series``) is judged on SET.SERIES alone, where no other claim
+    is, and ``run --series`` records there; before, a second set of one machine kind had no folder of its own."""
+    refs = ROTATIONS * 2
+    write_refs(tmp_path / "data", refs)
+    hyps = tmp_path / "hyps" / "multi30k"
+    series_set = verdicts.series_set(SET, "s13")
+    assert series_set == f"{SET}.s13" and verdicts.folder_series(hyps / series_set) == "s13"
+    assert verdicts.folder_series(hyps / SET) is None
+    for folder, seeds in ((SET, (1, 2)), (series_set, (1,))):
+        for system in ("baseline", "exgre_soft"):
+            for seed in seeds:
+                write_hyps(hyps / folder, system, seed, refs)
+                (hyps / folder / f"{system}.seed{seed}.yaml").write_text(yaml.safe_dump(exchangeable()), "utf-8")
+    plain = {"paper": "p", "claim": "c", "corpus": "multi30k", "baseline": "baseline", "system": "exgre_soft",
+             "seeds": 2}
+    series = {**plain, "claim": "c, a second set", "series": "s13", "seeds": 3}
+    compared = verdicts.comparisons_of([plain, series], tmp_path / "hyps", corpora(tmp_path))
+    assert [(c.claim["claim"], c.folder.name) for c in compared] == [("c", SET), ("c, a second set", series_set)]
+    assert [c.ready for c in compared] == [True, False]
+    assert verdicts.verdict_cells(compared[1], verdicts.seed_bleu_metric())[-1] == (
+        "pending (1 baseline, 1 system seeds of 3)")
+    assert replicate.pending_runs([plain, series], tmp_path / "hyps", {"multi30k": SET}, corpora(tmp_path)) == []
+    runs = replicate.pending_runs([plain, series], tmp_path / "hyps", {"multi30k": series_set}, corpora(tmp_path))
+    assert [(str(run), run.set) for run in runs] == [(f"m30k_verdict {name}.seed{seed}", series_set)
+                                                     for seed in (2, 3) for name in ("baseline", "exgre_soft")]
+    monkeypatch.setattr(replicate, "HYPS", tmp_path / "hyps")
+    monkeypatch.setattr(replicate, "machine_set", lambda suite, threads, budget: SET)
+    assert [run.set for run in replicate.selected_runs([plain, series], None, 1, series="s13")] == [series_set] * 4
+    verdicts.check_series([plain, series], "s13")
+    verdicts.check_series([plain, series], None)
+    with pytest.raises(SystemExit, match="--series s31: no claim pre-registers that series .*: s13"):
+        verdicts.check_series([plain, series], "s31")
+    monkeypatch.setattr(replicate, "training_device", lambda config: {"device": "NVIDIA H200", "precision": "bfloat16"})
+    monkeypatch.setenv("ORDO_COMMIT", "0123abc")
+    planned = replicate.plan_run(replicate.SuiteRuns("m30k_verdict", series="s13"), "baseline.seed2")
+    assert planned.set == series_set and planned.run_dir.parts[-3:] == (series_set, "0123abc", "baseline.seed2")
