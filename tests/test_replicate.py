@@ -677,7 +677,7 @@ def test_rehash_adds_the_hashes_of_what_each_run_read_where_its_data_is_here(tmp
     assert replicate.rehash("m30k_verdict", work, tmp_path / "hyps") == []  # nothing left to add
 
 
-def test_a_series_claim_is_judged_and_run_in_its_own_sets_alone(tmp_path, monkeypatch, capsys):
+def test_a_series_claim_is_judged_and_run_in_its_own_sets_alone(tmp_path, monkeypatch):
     """A claim pre-registered for a new set (its ``series``) is judged on SET.SERIES alone, where no other claim
     is, and ``run --series`` records there; before, a second set of one machine kind had no folder of its own."""
     refs = ROTATIONS * 2

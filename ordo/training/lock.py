@@ -78,9 +78,7 @@ def training_holder(run_dir: Path) -> str | None:
     try:
         fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
     except OSError as err:
-        if err.errno in BUSY:
-            return os.pread(fd, 4096, 0).decode(errors="replace").strip() or "its pid not yet written"
-        return None
+        return _holder(fd) if err.errno in BUSY else None
     finally:
         os.close(fd)  # releases a shared lock taken
     return None
@@ -100,7 +98,11 @@ def _acquire(fd: int, path: Path) -> bool:
             logger.warning("%s: cannot lock the run directory (%s); make sure no other training uses it", path,
                            err.strerror or err)
             return False
-        holder = os.pread(fd, 4096, 0).decode(errors="replace").strip() or "its pid not yet written"
-        raise RunLocked(f"{path.parent}: another training is running in this run directory ({holder}, in "
+        raise RunLocked(f"{path.parent}: another training is running in this run directory ({_holder(fd)}, in "
                         f"{path}); wait for it to end or stop it, or train into another --out") from None
     return True
+
+
+def _holder(fd: int) -> str:
+    """What the open lock file ``fd`` says of the process that holds it (:func:`holder_line`)."""
+    return os.pread(fd, 4096, 0).decode(errors="replace").strip() or "its pid not yet written"
