@@ -234,27 +234,31 @@ def translate_child(run_dir: str, backend: str, sentences: int, single: int, sou
 
 
 def warm_child(run_dir: str, sentences: int, single: int, rounds: int, source: str, result: str) -> None:
-    """The warm process: load the run's last checkpoint once, translate with every backend once untimed (oneDNN
-    packs its weights, auto decides its keys), then ``rounds`` rounds: the file by each backend in an order that
-    rotates, then the sentences one at a time, each by the three backends back to back in an order that rotates
-    from sentence to sentence, so that a slow spell of the machine touches the three alike (interleaved by
-    round, not by sentence, the rounds' ratios spread 2-4 times as wide at the base preset); the rates per
-    backend, a value per round, as JSON to ``result``."""
+    """The warm process: load the run's last checkpoint once per backend, translate with every backend once
+    untimed (oneDNN packs its weights, auto decides its keys), then ``rounds`` rounds: the file by each backend in
+    an order that rotates, then the sentences one at a time, each by the three backends back to back in an order
+    that rotates from sentence to sentence, so that a slow spell of the machine touches the three alike
+    (interleaved by round, not by sentence, the rounds' ratios spread 2-4 times as wide at the base preset); the
+    rates per backend, a value per round, as JSON to ``result``. Each backend translates with its own copy of
+    the run: a loaded run's layers hold oneDNN's packed weight in place of their own while their products run on
+    it (``ordo.decoding.packed``), so one copy shared by the backends would unpack and pack its layers at every
+    change of backend, a cost no single-backend process pays, which the backend after oneDNN's turn paid (0.81
+    of BLAS's speed for auto at the base preset on an Intel Xeon where auto chose BLAS, 0.71 for oneDNN)."""
     from ordo import api
 
-    run = api.load_run(run_dir, "last", device="cpu")
+    runs = {backend: api.load_run(run_dir, "last", device="cpu") for backend in BACKENDS}
     lines = source_lines(source, max(sentences, single))
     for backend in BACKENDS:
-        timed_rates(run, lines, sentences, single, backend)
+        timed_rates(runs[backend], lines, sentences, single, backend)
     rates: dict[str, dict[str, list[float]]] = {backend: {"file": [], "single": []} for backend in BACKENDS}
     turn = 0
     for index in range(rounds):
         for backend in rotated(BACKENDS, index):
-            rates[backend]["file"].append(sentences / translation_seconds(run, lines[:sentences], backend))
+            rates[backend]["file"].append(sentences / translation_seconds(runs[backend], lines[:sentences], backend))
         seconds = dict.fromkeys(BACKENDS, 0.0)
         for line in lines[:single]:
             for backend in rotated(BACKENDS, turn):
-                seconds[backend] += translation_seconds(run, [line], backend)
+                seconds[backend] += translation_seconds(runs[backend], [line], backend)
             turn += 1
         for backend in BACKENDS:
             rates[backend]["single"].append(single / seconds[backend])

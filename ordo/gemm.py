@@ -108,8 +108,9 @@ _pack_rates: dict[int, float] = {}  # threads -> seconds oneDNN's packing takes 
 _timings: dict[tuple[int, int, int, int], KeyTiming] = {}  # the keys still being timed
 # the decided backends again, by (weight shape, exact row count), for each thread count: the lookup of
 # :func:`linear`'s fast path in a timed block (a decoding step's products find their backend by one dict lookup)
-_decided_by_threads: dict[int, dict[tuple[torch.Size, int], str]] = {}
-_decided: dict[tuple[torch.Size, int], str] = {}  # the timed block's thread count's entry of the above
+_decided_by_threads: dict[int, dict[tuple[torch.Size, int], str | KeyTiming]] = {}
+# the timed block's thread count's entry of the above; a key waiting for its trial untimed has its timing there
+_decided: dict[tuple[torch.Size, int], str | KeyTiming] = {}
 _packed_weights: WeakIdKeyDictionary | None = None  # trained weight -> packed copy, for the outermost block's life
 # frozen weights: id(weight) -> (a weak reference to it, its version, packed copy); a plain dict, as a lookup
 # happens for every product of a decoding step, and the reference's callback drops the entry with the weight
@@ -124,8 +125,9 @@ RULE_RUNS = 8  # the rule's latest timed products of a key that a choice judges 
 FLOOR_RUNS = 5  # timed products of onednn_floor's, after one untimed
 TIMING_AFTER_S = 0.002  # a key is tried on the other backend once its products have taken this long on the rule's
 RETRY_AFTER_S = 0.02  # ... and, where the rule's kept it, tried once more after this long (KeyTiming.retry)
+RETRY_WITHIN = 1.5  # ... where the other's took at most this many times the rule's time (a close call)
 PACK_PAYBACK = 20  # ... and a trial that packs weights, not before they have taken this many times the packing
-PACK_SIDE = 512  # pack_rate packs a weight of this many rows and columns
+PACK_SIDE = 256  # pack_rate packs a weight of this many rows and columns
 
 
 @functools.cache
@@ -396,13 +398,18 @@ def onednn_floor() -> float:
 
 def pack_rate() -> float:
     """Seconds oneDNN's packing (:func:`_pack`) takes per weight element on this process's threads, measured once
-    per thread count: the least of :data:`FLOOR_RUNS` packings of a :data:`PACK_SIDE`-square weight (about 2 ns
-    on the Intel Xeon of ``bench/results/cpu_defaults_intel_amx.md``, whose base model packs in 109 ms)."""
+    per thread count: the least of :data:`FLOOR_RUNS` packings of a :data:`PACK_SIDE`-square weight after one
+    untimed, each copy kept until the last, so that each is written to new memory as a trial's packed copies are.
+    Packed again into the memory just freed, the same weight took 0.55 ns per element on the Intel Xeon (AMX) of
+    ``bench/results/cpu_defaults_intel_amx_167.md``, where a small model's trials packed its weights at 1.3-3.6 ns
+    (the new memory's first writes), so the estimate let the trials pack 3-6 times too soon."""
     threads = torch.get_num_threads()
     if threads not in _pack_rates:
         weight = torch.ones(PACK_SIDE, PACK_SIDE)
         _pack(weight)
-        _pack_rates[threads] = min(_seconds(lambda: _pack(weight)) for _ in range(FLOOR_RUNS)) / weight.numel()
+        copies: list[torch.Tensor] = []
+        _pack_rates[threads] = min(_seconds(lambda: copies.append(_pack(weight))) for _ in range(FLOOR_RUNS)
+                                   ) / weight.numel()
     return _pack_rates[threads]
 
 
@@ -435,7 +442,10 @@ class KeyTiming:
     product against oneDNN's 161 over a translation (``bench/results/cpu_defaults.md``). And a key that keeps the
     rule's backend is tried once more (:meth:`retry`), after its products have taken :data:`RETRY_AFTER_S` more: a
     first trial runs while most keys still run the rule's backend, beside products it will not run beside once the
-    keys around it have chosen; the second runs beside the products the choice will run beside.
+    keys around it have chosen; the second runs beside the products the choice will run beside. Only a close call
+    is tried again: where the other backend took more than :data:`RETRY_WITHIN` times the rule's per row, more than
+    its neighbours could turn (the 1.35x above), the first trial decides (a small model's layers at 5 rows on the
+    Intel Xeon (AMX): oneDNN 3.3-4.6x BLAS's time for three of its five keys).
 
     A trial on oneDNN packs each weight of the key that has no packed copy yet (:meth:`see` counts them), which
     for a short job costs more than the trial can win: on the Intel Xeon (AMX) of
@@ -443,7 +453,16 @@ class KeyTiming:
     beam, trials after 2 ms packed every weight of the model (36 ms for the small preset, 109 ms for the base) and
     a fresh process's 8 sentences one at a time ran at 0.80 (0.69-0.91) of BLAS's speed at the small preset. So
     such a trial waits until the key's products have taken :data:`PACK_PAYBACK` times the packing's estimate
-    (:func:`pack_rate`): the packing then costs at most a twentieth of the key's time."""
+    (:func:`pack_rate`): the packing then costs at most a twentieth of the key's time.
+
+    While a key waits for its trial, timing each of its products would cost more than the wait: the bookkeeping
+    of a timed product, about 6 us on the Intel Xeon (AMX) of ``bench/results/cpu_defaults_intel_amx_167.md``,
+    beside a small model's products of a beam at 10-40 us, and a small model's decoder keys wait for hundreds of
+    products (PACK_PAYBACK, then :data:`RETRY_AFTER_S`): a fresh process translating 8 sentences one at a time ran at
+    0.86 (0.76-0.98) of BLAS's speed there at the small preset, where auto kept BLAS for every key. So once the rule's
+    timed products give a median, the products that would fill the wait but for its last :data:`RULE_RUNS` run
+    untimed (:attr:`untimed`, their time counted at that median) by :func:`linear`'s lookup, and the trial judges
+    the rule's backend on the timed products just before it."""
 
     rule: str
     spent: float = 0.0  # seconds the key's products have taken on the rule's backend
@@ -454,6 +473,7 @@ class KeyTiming:
     retried: bool = False  # whether this is the key's second trial (retry)
     seen: set[int] = field(default_factory=set)  # ids of the key's weights its rule's products ran (see)
     unpacked_elements: int = 0  # elements of those weights that had no packed copy when first seen
+    untimed: int = 0  # the key's next products that run on the rule's backend untimed (class docstring)
 
     @property
     def other(self) -> str:
@@ -480,6 +500,7 @@ class KeyTiming:
                 return "blas"
             self.spent += seconds
             self.rule_per_row.append(seconds / rows)
+            self.untimed = self.untimed_products(rows)
             return None
         self.trial_products += 1
         if packed or self.trial_products == 1:
@@ -489,10 +510,31 @@ class KeyTiming:
             return None
         per_row = {self.rule: statistics.median(self.rule_per_row), self.other: statistics.median(self.other_per_row)}
         choice = pick(per_row["blas"], per_row["onednn"], self.rule)
-        if choice == self.rule and not self.retried:
+        if choice == self.rule and not self.retried and per_row[self.other] <= RETRY_WITHIN * per_row[self.rule]:
             self.retry()
             return None
         return choice
+
+    def untimed_products(self, rows: int) -> int:
+        """How many of the key's next products of ``rows`` rows run untimed on the rule's backend (class
+        docstring): those that would fill its wait for the trial, at the median of its timed products so far, but
+        for the last :data:`RULE_RUNS`; their estimated time is counted as spent."""
+        if len(self.rule_per_row) < TRIAL_RUNS:
+            return 0
+        product = statistics.median(self.rule_per_row) * rows
+        untimed = int((self.after() - self.spent) / product) - RULE_RUNS
+        if untimed <= 0:
+            return 0
+        self.spent += untimed * product
+        return untimed
+
+    def untimed_product(self, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+        """x W^T + b, one of the key's products while it waits untimed (:attr:`untimed`), on the rule's backend;
+        ``weight`` counted among those its trial would pack (:meth:`see`)."""
+        self.untimed -= 1
+        if self.rule == "blas":
+            self.see(weight)
+        return _product(self.rule, x, weight, bias)
 
     def see(self, weight: torch.Tensor) -> None:
         """Count ``weight``, a layer of the key that a product on the rule's backend (BLAS) ran, among those the
@@ -527,7 +569,8 @@ def _product(backend: str, x: torch.Tensor, weight: torch.Tensor, bias: torch.Te
 def _timed_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, rows: int) -> torch.Tensor:
     """x W^T + b (``rows`` rows, at most :data:`SMALL_ROW_BUCKET`) on the backend chosen for its key (weight
     shape, rows, threads), which its products time until the choice is made (:class:`KeyTiming`); a weight packed
-    only for the timing is let go if BLAS wins. A decided key's backend is kept for :func:`linear`'s fast path."""
+    only for the timing is let go if BLAS wins. A decided key's backend is kept for :func:`linear`'s fast path, as is
+    a waiting key's timing while its products run untimed (:class:`KeyTiming`)."""
     key = (weight.size(0), weight.size(1), rows, torch.get_num_threads())
     choice = _choices.get(key)
     if choice is not None:
@@ -546,11 +589,13 @@ def _timed_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | No
     y = _product(backend, x, weight, bias)
     choice = timing.record(backend, time.perf_counter() - start, rows, packing)
     if choice is not None:
-        _choices[key] = choice
+        _choices[key] = _decided[weight.shape, rows] = choice
         del _timings[key]
         for packed in timing.packed if choice == "blas" else []:
             if (released := packed()) is not None:
                 _drop_packed(released)
+    elif timing.untimed:
+        _decided[weight.shape, rows] = timing  # linear's lookup runs its untimed products
     return y
 
 
@@ -673,9 +718,11 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = No
             and not torch.is_grad_enabled()):
         rows = x.numel() // max(x.shape[-1], 1)
         if rows <= SMALL_ROW_BUCKET:  # more rows keep the rule's backend untimed
-            choice = _decided.get((weight.shape, rows))
-            if choice is not None:
-                return _product(choice, x, weight, bias)
+            entry = _decided.get((weight.shape, rows))
+            if isinstance(entry, str):
+                return _product(entry, x, weight, bias)
+            if entry is not None and entry.untimed:
+                return entry.untimed_product(x, weight, bias)
             if _timeable(x, weight, bias):
                 return _timed_linear(x, weight, bias, rows)
     if not _use_onednn(x, weight):

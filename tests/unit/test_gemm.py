@@ -317,7 +317,7 @@ def timing_calls(faster: str, rule: str = "blas") -> list[str]:
 def test_timed_auto_times_each_key_on_its_own_products_and_keeps_the_faster(fake_costs, faster):
     torch.manual_seed(4)
     layer = gemm.Linear(16, 40).requires_grad_(False)
-    fake_costs["onednn" if faster == "blas" else "blas"] = 2e-4
+    fake_costs["onednn" if faster == "blas" else "blas"] = 1.3e-4  # a close call: tried again where BLAS wins
     with gemm.cpu_gemm("auto", timed=True) as backend, torch.inference_mode():
         assert backend == "timed"
         expected = timing_calls(faster)
@@ -337,13 +337,13 @@ def test_timed_auto_times_each_key_on_its_own_products_and_keeps_the_faster(fake
     assert gemm._has_packed(layer.weight) == (faster == "onednn"), "a weight packed for nothing is let go"
 
 
-def run_until_decided(weight: torch.Tensor, rows: int) -> int:
-    """How many products of ``rows`` rows by ``weight`` ran until their key's choice was made (at most 20)."""
-    for products in range(1, 21):
+def run_until_decided(weight: torch.Tensor, rows: int, limit: int = 20) -> int:
+    """How many products of ``rows`` rows by ``weight`` ran until their key's choice was made (at most ``limit``)."""
+    for products in range(1, limit + 1):
         gemm.linear(torch.randn(rows, weight.size(1)), weight)
         if gemm._choices:
             return products
-    raise AssertionError("no choice after 20 products")
+    raise AssertionError(f"no choice after {limit} products")
 
 
 @needs_onednn
@@ -353,7 +353,7 @@ def test_a_keys_trial_moves_all_its_weights_to_the_other_backend_and_a_lost_tria
     packed_weights = []
     pack = gemm._pack
     monkeypatch.setattr(gemm, "_pack", lambda weight: packed_weights.append(weight) or pack(weight))
-    fake_costs["onednn" if faster == "blas" else "blas"] = 2e-4
+    fake_costs["onednn" if faster == "blas" else "blas"] = 1.3e-4
     layers = [torch.randn(40, 16) for _ in range(3)]  # three layers of one shape: one key
     with gemm.cpu_gemm("auto", timed=True), torch.no_grad():
         for _ in range(8):  # rounds of a decoding step's three products
@@ -392,11 +392,40 @@ def test_a_choice_judges_each_backend_on_its_typical_product_not_one_lucky_or_sl
 @needs_onednn
 def test_a_key_the_rules_backend_kept_is_tried_again_beside_its_neighbours_final_backends(fake_costs):
     weight = torch.randn(40, 16)
-    fake_costs["onednn"] = [3e-4] * len(TRIAL) + [5e-5] * 20  # slow beside BLAS products, fast once they left
+    fake_costs["onednn"] = [1.4e-4] * len(TRIAL) + [5e-5] * 20  # slow beside BLAS products, fast once they left
     with gemm.cpu_gemm("auto", timed=True), torch.no_grad():
         products = run_until_decided(weight, 5)
     assert fake_costs["calls"] == timing_calls("blas")[:products], "a first trial that kept BLAS, then a second"
     assert list(gemm._choices.values()) == ["onednn"], "the second trial decides"
+
+
+@needs_onednn
+@pytest.mark.parametrize("rule", ["blas", "onednn"])
+def test_a_trial_the_rules_backend_wins_by_far_decides_without_a_second(fake_costs, monkeypatch, rule):
+    monkeypatch.setattr(gemm, "resolve", lambda backend: rule if backend == "auto" else backend)
+    fake_costs["blas" if rule == "onednn" else "onednn"] = 1e-4 * gemm.RETRY_WITHIN * 1.1  # beyond a close call
+    with gemm.cpu_gemm("auto", timed=True), torch.no_grad():
+        products = run_until_decided(torch.randn(40, 16), 5)
+    other = "blas" if rule == "onednn" else "onednn"
+    packing = [rule] if rule == "onednn" else []  # the first product packs the weight: not a product's time
+    assert fake_costs["calls"] == packing + [rule] * gemm.TRIAL_RUNS + [other] * len(TRIAL)
+    assert products == len(fake_costs["calls"]) and list(gemm._choices.values()) == [rule]
+
+
+@needs_onednn
+def test_a_key_waiting_for_its_trial_times_only_the_products_the_trial_judges(fake_costs, monkeypatch):
+    cost = 2.0 ** -13  # exact in binary, so the wait's estimate is exact too
+    fake_costs.update(blas=cost, onednn=cost / 2)
+    monkeypatch.setattr(gemm, "TIMING_AFTER_S", 40 * cost)  # a wait of 40 BLAS products
+    reads = []
+    clock = gemm.time.perf_counter
+    monkeypatch.setattr(gemm, "time", SimpleNamespace(perf_counter=lambda: reads.append(1) or clock()))
+    with gemm.cpu_gemm("auto", timed=True), torch.no_grad():
+        run_until_decided(torch.randn(40, 16), 5, limit=60)
+    assert fake_costs["calls"].index("onednn") == 40, "the trial after 40 products, as if each were timed"
+    timed = gemm.TRIAL_RUNS + gemm.RULE_RUNS + len(TRIAL)  # the first median, the trial's judges, the trial
+    assert len(reads) == 2 * timed, "the 29 products between ran untimed"
+    assert list(gemm._choices.values()) == ["onednn"]
 
 
 @needs_onednn
@@ -424,7 +453,7 @@ def test_a_key_is_tried_once_its_products_have_taken_the_threshold_and_again_whe
     if rule == "blas":
         fake_costs.update(blas=1e-4, onednn=5e-5)
     else:
-        fake_costs["blas"] = 2e-4
+        fake_costs["blas"] = 1.3e-4  # a close call: the rule's kept is tried again
     with gemm.cpu_gemm("auto", timed=True), torch.no_grad():
         run_until_decided(torch.randn(40, 16), 5)
     other = "blas" if rule == "onednn" else "onednn"
