@@ -455,7 +455,7 @@ class KeyTiming:
     such a trial waits until the key's products have taken :data:`PACK_PAYBACK` times the packing's estimate
     (:func:`pack_rate`): the packing then costs at most a twentieth of the key's time.
 
-    While a key waits for its trial, timing each of its products would cost more than the wait: the bookkeeping
+    While a key waits for its trial, timing each of its products costs more than the timing needs: the bookkeeping
     of a timed product, about 6 us on the Intel Xeon (AMX) of ``bench/results/cpu_defaults_intel_amx_167.md``,
     beside a small model's products of a beam at 10-40 us, and a small model's decoder keys wait for hundreds of
     products (PACK_PAYBACK, then :data:`RETRY_AFTER_S`): a fresh process translating 8 sentences one at a time ran at
@@ -532,14 +532,13 @@ class KeyTiming:
         """x W^T + b, one of the key's products while it waits untimed (:attr:`untimed`), on the rule's backend;
         ``weight`` counted among those its trial would pack (:meth:`see`)."""
         self.untimed -= 1
-        if self.rule == "blas":
-            self.see(weight)
+        self.see(weight)
         return _product(self.rule, x, weight, bias)
 
     def see(self, weight: torch.Tensor) -> None:
-        """Count ``weight``, a layer of the key that a product on the rule's backend (BLAS) ran, among those the
-        trial on oneDNN would pack: once, and only where it has no packed copy yet."""
-        if id(weight) not in self.seen:
+        """Count ``weight``, a layer of the key that a product on the rule's backend ran, among those the trial
+        would pack: where the rule is BLAS (a trial on oneDNN), once, and only where it has no packed copy yet."""
+        if self.rule == "blas" and id(weight) not in self.seen:
             self.seen.add(id(weight))
             if not _has_packed(weight):
                 self.unpacked_elements += weight.numel()
@@ -580,7 +579,7 @@ def _timed_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | No
     if timing is None:
         timing = _timings[key] = KeyTiming("onednn" if _use_onednn(x, weight) else "blas")  # the rule's
     backend = timing.backend()
-    if backend == timing.rule == "blas":
+    if backend == timing.rule:
         timing.see(weight)
     packing = backend == "onednn" and not _has_packed(weight)
     if packing:
