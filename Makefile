@@ -9,7 +9,7 @@ $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q torch==2.13.0
-	$(BIN)/pip install -q -e '.[dev,align,plots,serve,browser]'
+	$(BIN)/pip install -q -e '.[dev,align,fast_align,plots,serve,browser]'
 	touch $@
 
 setup: $(BIN)/.installed

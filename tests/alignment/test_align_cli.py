@@ -95,3 +95,15 @@ def test_align_gives_no_links_to_a_pair_with_an_empty_side(tmp_path):
     assert main(["align", "--src", str(src), "--tgt", str(tgt), "--out", str(out)]) == 0
     links = [line.sure for line in read_links(out)]
     assert len(links) == 4 and links[1] == set() and links[2] == set() and links[0] and links[3]
+
+
+def test_fast_align_gives_the_same_low_aer_links_at_every_run(corpus, capsys):
+    runs = []
+    for name in ("first", "second"):
+        out = corpus / f"fast_align.{name}.align"
+        assert main(["align", "--src", str(corpus / "src.txt"), "--tgt", str(corpus / "tgt.txt"), "--out", str(out),
+                     "--aligner", "fast_align"]) == 0
+        runs.append(out.read_text())
+    assert runs[0] == runs[1]
+    assert main(["evaluate-alignment", "--hyp", str(out), "--gold", str(corpus / "gold.talp")]) == 0
+    assert float(capsys.readouterr().out.split("AER ")[1].split()[0]) < 25.0
