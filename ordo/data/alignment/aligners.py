@@ -5,8 +5,8 @@ Text goes to the aligners through files, and their link files are read back one 
 never holds the corpus in Python lists (eflomal keeps its own compact arrays in C). Both aligners see
 whitespace tokens; an empty side (which eflomal rejects) gets no links.
 
-fast_align gives the same links at every run on a corpus, on any machine: its EM estimation runs on one thread
-(:func:`_fast_align_tables`). eflomal's Gibbs sampler seeds itself from the system at every run, so two runs
+fast_align gives the same links at every run on a corpus: its EM estimation runs on one thread
+(:func:`_fast_align_tables`), and its wheel is one prebuilt binary for every machine. eflomal's Gibbs sampler seeds itself from the system at every run, so two runs
 draw different links, and its wheel is compiled for the machine that installs it.
 """
 
